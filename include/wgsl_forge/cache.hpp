@@ -1,0 +1,112 @@
+#pragma once
+// ManifestCache: immutable, adapter-keyed storage of tuning and certification manifests.
+//
+// Layout: one file per entry, `<root>/<kind>-<key>.json`, kind "tuning" or "certification", key 64
+// lowercase hexadecimal characters (keys given in upper case name the same entry). Contents are
+// canonical JSON (manifest_json.hpp). Files whose names start with '.' are temporary files of
+// writers and are never read as entries.
+//
+// Contract (from the original cache.rs, plus crash safety):
+//   - a key that is not exactly 64 hex characters is an error before the disk is touched;
+//   - a store writes a uniquely named temporary file in the root, flushes it to disk, moves it into
+//     place without replacing anything that is there, then flushes the directory;
+//   - entries are immutable: storing identical bytes again succeeds with the same path; different
+//     bytes under an existing key are a collision error and the old entry stays untouched; losing
+//     a race to an identical writer is success, to a different writer a collision;
+//   - a missing entry loads as std::nullopt; a file that does not parse, or whose content does not
+//     belong to its key, is a corruption error naming the file;
+//   - topology_key(topology_hash, kernel_id) = BLAKE3(topology_hash + "\0" + kernel_id), hex.
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "wgsl_forge/error.hpp"
+#include "wgsl_forge/model.hpp"
+
+namespace wgsl_forge {
+
+enum class ManifestKind { kTuning, kCertification };
+const char* manifest_kind_name(ManifestKind kind);
+
+// Ok when `key` is exactly 64 hexadecimal characters; an kInvalidKey error naming it otherwise.
+Status validate_cache_key(std::string_view key);
+
+struct CacheEntry {
+  ManifestKind kind = ManifestKind::kTuning;
+  std::string key;
+  std::filesystem::path path;
+};
+
+enum class EntryHealth {
+  kValid,       // parses and belongs to its key
+  kCorrupt,     // an entry name whose content does not parse or belongs to another key
+  kUnreadable,  // the operating system refused to read it
+  kForeign,     // a file in the root that is not named like an entry
+  kTemporary,   // a writer's temporary file (left by a crash when no writer is running)
+};
+const char* entry_health_name(EntryHealth health);
+
+struct EntryCheck {
+  std::filesystem::path path;
+  EntryHealth health = EntryHealth::kValid;
+  std::optional<CacheEntry> entry;  // set for files named like an entry
+  std::string message;              // why it is not valid; empty when valid
+};
+
+struct VerifyReport {
+  std::vector<EntryCheck> checks;  // in file name order
+
+  // True when no entry is corrupt, unreadable or foreign (temporary files are tolerated).
+  bool clean() const;
+};
+
+class ManifestCache {
+ public:
+  explicit ManifestCache(std::filesystem::path root) : root_(std::move(root)) {}
+
+  const std::filesystem::path& root() const { return root_; }
+
+  // A certification manifest without a cache key cannot be stored (kSerialization error).
+  Result<std::filesystem::path> store_certification(const CertificationManifest& manifest) const;
+  Result<std::filesystem::path> store_tuning(const TuningManifest& manifest) const;
+
+  Result<std::optional<TuningManifest>> load_tuning(std::string_view key) const;
+  Result<std::optional<CertificationManifest>> load_certification(std::string_view key) const;
+
+  // Keys a tuning record by (topology, kernel) rather than by the winning schedule, so
+  // auto-tune-all can ask "has this kernel been tuned on this hardware?" before searching.
+  static std::string topology_key(std::string_view topology_hash, std::string_view kernel_id);
+
+  Result<std::optional<TuningManifest>> load_tuning_for_topology(std::string_view topology_hash,
+                                                                 std::string_view kernel_id) const;
+  // The manifest must describe `kernel_id` and carry `topology_hash` in its context, so that a
+  // reader can check that the entry belongs to its key.
+  Result<std::filesystem::path> store_tuning_for_topology(std::string_view topology_hash,
+                                                          std::string_view kernel_id,
+                                                          const TuningManifest& manifest) const;
+
+  // Entries by kind and key, in file name order, without reading them. A missing root is empty.
+  Result<std::vector<CacheEntry>> list() const;
+  // Reads every file in the root and says which are valid, corrupt, unreadable or foreign.
+  Result<VerifyReport> verify() const;
+
+  // `<root>/<kind>-<lowercase key>.json`; `key` must be valid.
+  std::filesystem::path path_for(ManifestKind kind, std::string_view key) const;
+
+ private:
+  Result<std::filesystem::path> store_bytes(ManifestKind kind, std::string_view key,
+                                            const std::string& bytes) const;
+  Result<std::optional<std::string>> read_entry(ManifestKind kind, std::string_view key) const;
+
+  std::filesystem::path root_;
+};
+
+// Where the cache lives: `explicit_root` (the --cache flag) if given, else $WGSL_FORGE_CACHE,
+// else $XDG_CACHE_HOME/wgsl-forge, else $HOME/.cache/wgsl-forge. Empty variables count as unset.
+Result<std::filesystem::path> resolve_cache_root(
+    const std::optional<std::filesystem::path>& explicit_root);
+
+}  // namespace wgsl_forge

@@ -1,0 +1,53 @@
+#pragma once
+// The on-disk form of manifests: canonical JSON.
+//
+// Grammar (schema_version 1). Every manifest is one JSON object:
+//   tuning:        {"adapter", "backend", "cache_key", "content_hash", "context", "kernel_id",
+//                   "kernel_revision", "manifest_kind": "tuning", "result", "schema_version": 1,
+//                   "source_hash"}
+//   certification: {"adapter", "backend", "cache_key" (string or null), "cases", "content_hash",
+//                   "kernel_id", "kernel_revision", "manifest_kind": "certification", "schedule",
+//                   "schema_version": 1, "source_hash", "tolerance", "topology_hash" (or null),
+//                   "verdict": "certified" | "rejected"}
+// The nested objects carry the fields of the C++ structs of the same name in model.hpp, under the
+// same names; enums are lower_snake_case strings; a Schedule is an object of knob -> integer.
+// "content_hash" is the BLAKE3 of the canonical bytes of the object without that field, so that
+// any change to a stored file, even one that leaves valid JSON, is detected on reading.
+//
+// Canonical form, so that the same value always gives the same bytes and the cache can compare
+// entries byte for byte:
+//   - objects list their keys in byte order; two-space indentation; one trailing newline;
+//   - integers are written as integers; every floating-point field is written as the shortest
+//     decimal that reads back to the same double, always with a fraction or exponent ("10.0");
+//   - non-finite doubles are the strings "NaN", "Infinity" and "-Infinity" (JSON has no literal
+//     for them); all NaNs read back as one quiet NaN; -0.0 is kept as "-0.0";
+//   - strings are UTF-8; a value holding invalid UTF-8 cannot be serialized (an error, not a
+//     replacement character).
+// Reading accepts only the canonical bytes of a valid value with a matching content hash: a file
+// that parses but is not what serializing its value would write (hand-edited, reordered, extra
+// fields) is an error.
+//
+// Version policy: schema_version is an integer that changes whenever a field is added, removed or
+// changes meaning. Readers accept exactly the versions they know (now only 1) and name any other;
+// an entry of an older version is re-tuned, never reinterpreted.
+
+#include <string>
+#include <string_view>
+
+#include "wgsl_forge/error.hpp"
+#include "wgsl_forge/model.hpp"
+
+namespace wgsl_forge {
+
+Result<std::string> serialize_manifest(const TuningManifest& manifest);
+Result<std::string> serialize_manifest(const CertificationManifest& manifest);
+
+// Parse errors have kind kSerialization and name the field (e.g. "result.winner.timing.source").
+Result<TuningManifest> parse_tuning_manifest(std::string_view bytes);
+Result<CertificationManifest> parse_certification_manifest(std::string_view bytes);
+
+// Canonical JSON of small values, for hashing and for the CLI's --json output.
+Result<std::string> canonical_json(const AdapterIdentity& adapter);
+Result<std::string> canonical_json(const Schedule& schedule);
+
+}  // namespace wgsl_forge

@@ -1,0 +1,458 @@
+#include "wgsl_forge/cache.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "wgsl_forge/hash.hpp"
+#include "wgsl_forge/manifest_json.hpp"
+
+namespace wgsl_forge {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Manifests are a few KiB; anything far larger in the root is not one of ours.
+constexpr std::size_t kMaxManifestBytes = 64u << 20;
+
+std::string errno_text(int error_number) { return std::strerror(error_number); }
+
+Error io_error(const std::string& what, const fs::path& path, int error_number) {
+  return Error(ErrorKind::kIo, "Cannot " + what + " " + path.string() + " (" +
+                                   errno_text(error_number) + ").");
+}
+
+std::string lowercase(std::string_view text) {
+  std::string lower(text);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return lower;
+}
+
+// Closes a descriptor when it leaves scope; the store path closes explicitly to see the error.
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  ~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
+
+Status write_all(int fd, std::string_view bytes, const fs::path& path) {
+  std::size_t written = 0;
+  while (written < bytes.size()) {
+    ssize_t count = ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (count < 0 && errno == EINTR) continue;
+    if (count < 0) return io_error("write", path, errno);
+    if (count == 0) return io_error("write", path, ENOSPC);
+    written += static_cast<std::size_t>(count);
+  }
+  return Ok{};
+}
+
+Status fsync_directory(const fs::path& directory) {
+  FileDescriptor fd(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0) return io_error("open directory", directory, errno);
+  if (::fsync(fd.get()) != 0) return io_error("flush directory", directory, errno);
+  return Ok{};
+}
+
+// Reads a whole file. nullopt when it does not exist; kCorruption when it is not a regular file
+// or is implausibly large; kIo when the system refuses.
+Result<std::optional<std::string>> read_file(const fs::path& path) {
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    if (errno == ENOENT) return std::optional<std::string>();
+    return io_error("open", path, errno);
+  }
+  struct stat status {};
+  if (::fstat(fd.get(), &status) != 0) return io_error("inspect", path, errno);
+  if (!S_ISREG(status.st_mode)) {
+    return Error(ErrorKind::kCorruption, "Cache entry " + path.string() +
+                                             " is not a regular file (a directory or device?).");
+  }
+  if (static_cast<std::uint64_t>(status.st_size) > kMaxManifestBytes) {
+    return Error(ErrorKind::kCorruption, "Cache entry " + path.string() + " is too large (" +
+                                             std::to_string(status.st_size) +
+                                             " bytes) to be a manifest.");
+  }
+  std::string bytes;
+  char buffer[65536];
+  while (true) {
+    ssize_t count = ::read(fd.get(), buffer, sizeof buffer);
+    if (count < 0 && errno == EINTR) continue;
+    if (count < 0) return io_error("read", path, errno);
+    if (count == 0) break;
+    bytes.append(buffer, static_cast<std::size_t>(count));
+    if (bytes.size() > kMaxManifestBytes) {
+      return Error(ErrorKind::kCorruption,
+                   "Cache entry " + path.string() + " is too large to be a manifest.");
+    }
+  }
+  return std::optional<std::string>(std::move(bytes));
+}
+
+Error corruption(const fs::path& path, const Error& cause) {
+  return Error(ErrorKind::kCorruption,
+               "Cache entry " + path.string() + " is corrupt: " + cause.message() +
+                   " Remove the file (wgsl-forge cache verify lists every such entry) and "
+                   "tune or certify again.");
+}
+
+// Parses an entry's bytes and checks that the manifest belongs to the key it is stored under.
+template <typename Manifest>
+Result<Manifest> decode_entry(std::string_view key, const fs::path& path, const std::string& bytes);
+
+bool tuning_belongs_to(const TuningManifest& manifest, std::string_view key) {
+  if (manifest.cache_key == key) return true;
+  return manifest.context.topology_hash &&
+         ManifestCache::topology_key(*manifest.context.topology_hash, manifest.kernel_id) == key;
+}
+
+template <>
+Result<TuningManifest> decode_entry<TuningManifest>(std::string_view key, const fs::path& path,
+                                                    const std::string& bytes) {
+  Result<TuningManifest> manifest = parse_tuning_manifest(bytes);
+  if (!manifest) return corruption(path, manifest.error());
+  if (!tuning_belongs_to(*manifest, key)) {
+    return corruption(path, Error(ErrorKind::kCorruption,
+                                  "It holds the tuning manifest of " + manifest->kernel_id +
+                                      " with cache key " + manifest->cache_key +
+                                      ", which belongs to neither this key nor its topology key."));
+  }
+  return manifest;
+}
+
+template <>
+Result<CertificationManifest> decode_entry<CertificationManifest>(std::string_view key,
+                                                                  const fs::path& path,
+                                                                  const std::string& bytes) {
+  Result<CertificationManifest> manifest = parse_certification_manifest(bytes);
+  if (!manifest) return corruption(path, manifest.error());
+  if (manifest->cache_key != key) {
+    return corruption(path, Error(ErrorKind::kCorruption,
+                                  "It holds the certification manifest of " +
+                                      manifest->kernel_id + " with cache key " +
+                                      manifest->cache_key.value_or("null") + "."));
+  }
+  return manifest;
+}
+
+Status check_entry(ManifestKind kind, std::string_view key, const fs::path& path,
+                   const std::string& bytes) {
+  if (kind == ManifestKind::kTuning) {
+    Result<TuningManifest> manifest = decode_entry<TuningManifest>(key, path, bytes);
+    if (!manifest) return std::move(manifest).error();
+  } else {
+    Result<CertificationManifest> manifest = decode_entry<CertificationManifest>(key, path, bytes);
+    if (!manifest) return std::move(manifest).error();
+  }
+  return Ok{};
+}
+
+// "tuning-<64 hex>.json" -> (kind, key); nullopt for any other name.
+std::optional<CacheEntry> parse_entry_name(const fs::path& path) {
+  std::string name = path.filename().string();
+  constexpr std::string_view kSuffix = ".json";
+  for (ManifestKind kind : {ManifestKind::kTuning, ManifestKind::kCertification}) {
+    std::string prefix = std::string(manifest_kind_name(kind)) + "-";
+    if (name.size() != prefix.size() + 64 + kSuffix.size()) continue;
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    if (name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0) continue;
+    std::string key = name.substr(prefix.size(), 64);
+    if (!is_hex_digest(key) || key != lowercase(key)) continue;
+    return CacheEntry{kind, key, path};
+  }
+  return std::nullopt;
+}
+
+bool is_temporary_name(const std::string& name) {
+  return name.starts_with('.') && name.ends_with(".tmp");
+}
+
+// A name no other writer can pick: process id, a per-process sequence and random bits (the
+// sequence alone repeats across processes that share a pid namespace).
+std::string temporary_name(ManifestKind kind, std::string_view key) {
+  static std::atomic<std::uint64_t> sequence{0};
+  thread_local std::mt19937_64 random_bits{std::random_device{}()};
+  char random_hex[17];
+  std::snprintf(random_hex, sizeof random_hex, "%016llx",
+                static_cast<unsigned long long>(random_bits()));
+  return "." + std::string(manifest_kind_name(kind)) + "-" + std::string(key) + "." +
+         std::to_string(::getpid()) + "." + std::to_string(sequence.fetch_add(1)) + "." +
+         random_hex + ".tmp";
+}
+
+// Moves `from` to `to` unless `to` exists (EEXIST then). renameat2(RENAME_NOREPLACE) where the
+// file system has it, else a hard link (which also refuses to replace) followed by an unlink.
+int move_without_replacing(const fs::path& from, const fs::path& to) {
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return 0;
+  if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP) return errno;
+  if (::link(from.c_str(), to.c_str()) != 0) return errno;
+  ::unlink(from.c_str());
+  return 0;
+}
+
+}  // namespace
+
+const char* manifest_kind_name(ManifestKind kind) {
+  return kind == ManifestKind::kTuning ? "tuning" : "certification";
+}
+
+const char* entry_health_name(EntryHealth health) {
+  switch (health) {
+    case EntryHealth::kValid:
+      return "valid";
+    case EntryHealth::kCorrupt:
+      return "corrupt";
+    case EntryHealth::kUnreadable:
+      return "unreadable";
+    case EntryHealth::kForeign:
+      return "foreign";
+    case EntryHealth::kTemporary:
+      return "temporary";
+  }
+  return "unknown";
+}
+
+Status validate_cache_key(std::string_view key) {
+  if (!is_hex_digest(key)) {
+    std::string shown(key.substr(0, 80));
+    if (key.size() > 80) shown += "...";
+    return Error(ErrorKind::kInvalidKey, "Cache key (" + shown +
+                                             ") is not exactly 64 hexadecimal characters (it has " +
+                                             std::to_string(key.size()) + " characters).");
+  }
+  return Ok{};
+}
+
+bool VerifyReport::clean() const {
+  return std::all_of(checks.begin(), checks.end(), [](const EntryCheck& check) {
+    return check.health == EntryHealth::kValid || check.health == EntryHealth::kTemporary;
+  });
+}
+
+fs::path ManifestCache::path_for(ManifestKind kind, std::string_view key) const {
+  return root_ / (std::string(manifest_kind_name(kind)) + "-" + lowercase(key) + ".json");
+}
+
+std::string ManifestCache::topology_key(std::string_view topology_hash,
+                                        std::string_view kernel_id) {
+  std::string material(topology_hash);
+  material.push_back('\0');
+  material.append(kernel_id);
+  return blake3_hex(material);
+}
+
+Result<fs::path> ManifestCache::store_certification(const CertificationManifest& manifest) const {
+  if (!manifest.cache_key) {
+    return Error(ErrorKind::kSerialization,
+                 "Certification manifest of " + manifest.kernel_id +
+                     " has no adapter cache key (it was made without a topology hash) and cannot "
+                     "be cached.");
+  }
+  Result<std::string> bytes = serialize_manifest(manifest);
+  if (!bytes) return std::move(bytes).error();
+  return store_bytes(ManifestKind::kCertification, *manifest.cache_key, *bytes);
+}
+
+Result<fs::path> ManifestCache::store_tuning(const TuningManifest& manifest) const {
+  Result<std::string> bytes = serialize_manifest(manifest);
+  if (!bytes) return std::move(bytes).error();
+  return store_bytes(ManifestKind::kTuning, manifest.cache_key, *bytes);
+}
+
+Result<fs::path> ManifestCache::store_tuning_for_topology(std::string_view topology_hash,
+                                                          std::string_view kernel_id,
+                                                          const TuningManifest& manifest) const {
+  if (manifest.kernel_id != kernel_id || manifest.context.topology_hash != topology_hash) {
+    return Error(ErrorKind::kInvalidInput,
+                 "Tuning manifest of " + manifest.kernel_id + " on topology " +
+                     manifest.context.topology_hash.value_or("(none)") +
+                     " cannot be stored under the topology key of " + std::string(kernel_id) +
+                     " on " + std::string(topology_hash) +
+                     "; build it with that kernel and topology hash.");
+  }
+  Result<std::string> bytes = serialize_manifest(manifest);
+  if (!bytes) return std::move(bytes).error();
+  return store_bytes(ManifestKind::kTuning, topology_key(topology_hash, kernel_id), *bytes);
+}
+
+Result<std::optional<TuningManifest>> ManifestCache::load_tuning(std::string_view key) const {
+  Result<std::optional<std::string>> bytes = read_entry(ManifestKind::kTuning, key);
+  if (!bytes) return std::move(bytes).error();
+  if (!bytes->has_value()) return std::optional<TuningManifest>();
+  Result<TuningManifest> manifest =
+      decode_entry<TuningManifest>(lowercase(key), path_for(ManifestKind::kTuning, key), **bytes);
+  if (!manifest) return std::move(manifest).error();
+  return std::optional<TuningManifest>(std::move(manifest).value());
+}
+
+Result<std::optional<CertificationManifest>> ManifestCache::load_certification(
+    std::string_view key) const {
+  Result<std::optional<std::string>> bytes = read_entry(ManifestKind::kCertification, key);
+  if (!bytes) return std::move(bytes).error();
+  if (!bytes->has_value()) return std::optional<CertificationManifest>();
+  Result<CertificationManifest> manifest = decode_entry<CertificationManifest>(
+      lowercase(key), path_for(ManifestKind::kCertification, key), **bytes);
+  if (!manifest) return std::move(manifest).error();
+  return std::optional<CertificationManifest>(std::move(manifest).value());
+}
+
+Result<std::optional<TuningManifest>> ManifestCache::load_tuning_for_topology(
+    std::string_view topology_hash, std::string_view kernel_id) const {
+  return load_tuning(topology_key(topology_hash, kernel_id));
+}
+
+Result<std::optional<std::string>> ManifestCache::read_entry(ManifestKind kind,
+                                                             std::string_view key) const {
+  if (Status valid = validate_cache_key(key); !valid) return std::move(valid).error();
+  return read_file(path_for(kind, key));
+}
+
+Result<fs::path> ManifestCache::store_bytes(ManifestKind kind, std::string_view key,
+                                            const std::string& bytes) const {
+  if (Status valid = validate_cache_key(key); !valid) return std::move(valid).error();
+  std::error_code error;
+  fs::create_directories(root_, error);
+  if (error || !fs::is_directory(root_)) {
+    return Error(ErrorKind::kIo, "Cannot use " + root_.string() + " as the cache directory (" +
+                                     (error ? error.message() : "it is not a directory") +
+                                     "). Pass --cache DIR or set WGSL_FORGE_CACHE.");
+  }
+  const fs::path final_path = path_for(kind, key);
+
+  // An existing entry is never rewritten: same bytes is success, anything else a collision.
+  auto compare_with_existing = [&]() -> std::optional<Result<fs::path>> {
+    Result<std::optional<std::string>> existing = read_file(final_path);
+    if (!existing) return Result<fs::path>(std::move(existing).error());
+    if (!existing->has_value()) return std::nullopt;
+    if (**existing == bytes) return Result<fs::path>(final_path);
+    if (Status valid = check_entry(kind, lowercase(key), final_path, **existing); !valid) {
+      return Result<fs::path>(std::move(valid).error());
+    }
+    return Result<fs::path>(Error(
+        ErrorKind::kCollision,
+        "Cache entry " + final_path.string() + " already holds a different " +
+            manifest_kind_name(kind) + " manifest (" + std::to_string((*existing)->size()) +
+            " bytes stored, " + std::to_string(bytes.size()) +
+            " bytes offered); entries are immutable. Remove the entry to replace it."));
+  };
+  if (auto outcome = compare_with_existing()) return std::move(*outcome);
+
+  const fs::path temporary_path = root_ / temporary_name(kind, lowercase(key));
+  auto fail = [&](Error cause) -> Result<fs::path> {
+    ::unlink(temporary_path.c_str());
+    return std::move(cause).with_context("storing " + std::string(manifest_kind_name(kind)) +
+                                         " manifest " + final_path.string());
+  };
+  FileDescriptor fd(::open(temporary_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (fd.get() < 0) return fail(io_error("create", temporary_path, errno));
+  if (Status written = write_all(fd.get(), bytes, temporary_path); !written) {
+    return fail(std::move(written).error());
+  }
+  if (::fsync(fd.get()) != 0) return fail(io_error("flush", temporary_path, errno));
+  if (::close(fd.release()) != 0) return fail(io_error("close", temporary_path, errno));
+
+  if (int move_error = move_without_replacing(temporary_path, final_path); move_error != 0) {
+    if (move_error != EEXIST) return fail(io_error("move into place", final_path, move_error));
+    // Another writer got there first: success if it wrote the same bytes.
+    ::unlink(temporary_path.c_str());
+    if (auto outcome = compare_with_existing()) return std::move(*outcome);
+    return fail(io_error("move into place", final_path, EEXIST));
+  }
+  if (Status flushed = fsync_directory(root_); !flushed) return fail(std::move(flushed).error());
+  return final_path;
+}
+
+Result<std::vector<CacheEntry>> ManifestCache::list() const {
+  std::vector<CacheEntry> entries;
+  std::error_code error;
+  if (!fs::exists(root_, error)) return entries;
+  fs::directory_iterator iterator(root_, error);
+  if (error) {
+    return Error(ErrorKind::kIo, "Cannot list cache directory " + root_.string() + " (" +
+                                     error.message() + ").");
+  }
+  for (const fs::directory_entry& item : iterator) {
+    if (auto entry = parse_entry_name(item.path())) entries.push_back(std::move(*entry));
+  }
+  std::sort(entries.begin(), entries.end(),
+            [](const CacheEntry& a, const CacheEntry& b) { return a.path < b.path; });
+  return entries;
+}
+
+Result<VerifyReport> ManifestCache::verify() const {
+  VerifyReport report;
+  std::error_code error;
+  if (!fs::exists(root_, error)) return report;
+  fs::directory_iterator iterator(root_, error);
+  if (error) {
+    return Error(ErrorKind::kIo, "Cannot list cache directory " + root_.string() + " (" +
+                                     error.message() + ").");
+  }
+  for (const fs::directory_entry& item : iterator) {
+    EntryCheck check;
+    check.path = item.path();
+    check.entry = parse_entry_name(item.path());
+    if (is_temporary_name(item.path().filename().string())) {
+      check.health = EntryHealth::kTemporary;
+      check.message = "temporary file of a writer (or of one that crashed)";
+    } else if (!check.entry) {
+      check.health = EntryHealth::kForeign;
+      check.message = "not a cache entry: the name is not <tuning|certification>-<64 hex>.json";
+    } else {
+      Result<std::optional<std::string>> bytes = read_file(item.path());
+      Status valid = Ok{};
+      if (!bytes) {
+        valid = std::move(bytes).error();
+      } else if (!bytes->has_value()) {
+        valid = Error(ErrorKind::kIo, "The file disappeared while it was being verified.");
+      } else {
+        valid = check_entry(check.entry->kind, check.entry->key, item.path(), **bytes);
+      }
+      if (!valid) {
+        check.health = valid.error().kind() == ErrorKind::kIo ? EntryHealth::kUnreadable
+                                                              : EntryHealth::kCorrupt;
+        check.message = valid.error().message();
+      }
+    }
+    report.checks.push_back(std::move(check));
+  }
+  std::sort(report.checks.begin(), report.checks.end(),
+            [](const EntryCheck& a, const EntryCheck& b) { return a.path < b.path; });
+  return report;
+}
+
+Result<fs::path> resolve_cache_root(const std::optional<fs::path>& explicit_root) {
+  if (explicit_root && !explicit_root->empty()) return *explicit_root;
+  auto variable = [](const char* name) -> std::optional<std::string> {
+    const char* value = std::getenv(name);
+    if (value == nullptr || *value == '\0') return std::nullopt;
+    return std::string(value);
+  };
+  if (auto dir = variable("WGSL_FORGE_CACHE")) return fs::path(*dir);
+  if (auto dir = variable("XDG_CACHE_HOME")) return fs::path(*dir) / "wgsl-forge";
+  if (auto home = variable("HOME")) return fs::path(*home) / ".cache" / "wgsl-forge";
+  return Error(ErrorKind::kInvalidInput,
+               "Cannot find a cache directory: none of --cache, WGSL_FORGE_CACHE, XDG_CACHE_HOME "
+               "or HOME is set.");
+}
+
+}  // namespace wgsl_forge

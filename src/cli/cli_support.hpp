@@ -1,0 +1,27 @@
+#pragma once
+// Shared by the wgsl-forge subcommands: exit codes, error printing, the global options.
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "wgsl_forge/error.hpp"
+
+namespace wgsl_forge::cli {
+
+// Exit codes of every subcommand.
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitRejected = 1,   // the command ran and the answer is "no" (rejected, verify found damage)
+  kExitBadInput = 2,   // the user gave something wrong (flag, kernel, key, file)
+  kExitRuntime = 3,    // the machine failed (disk, GPU, library)
+};
+
+struct GlobalOptions {
+  std::optional<std::filesystem::path> cache_dir;
+};
+
+// Prints "wgsl-forge: error: <message and context>" to stderr; returns the exit code of its kind.
+int report_error(const Error& error);
+
+}  // namespace wgsl_forge::cli

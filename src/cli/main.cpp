@@ -1,0 +1,35 @@
+// wgsl-forge: the command-line tool. It parses arguments, calls the library and prints; the
+// work itself lives in the library layers (see ARCHITECTURE.md).
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+
+#include "cache_commands.hpp"
+#include "cli_support.hpp"
+#include "wgsl_forge/version.hpp"
+
+int main(int argc, char** argv) {
+  using namespace wgsl_forge::cli;
+  CLI::App app("wgsl-forge: generates, certifies and tunes WGSL compute kernels", "wgsl-forge");
+  app.set_version_flag("--version", std::string("wgsl-forge ") + wgsl_forge::kVersion);
+  app.require_subcommand(1);
+
+  GlobalOptions options;
+  std::string cache_dir;
+  app.add_option("--cache", cache_dir,
+                 "Cache directory (default: $WGSL_FORGE_CACHE, $XDG_CACHE_HOME/wgsl-forge or "
+                 "~/.cache/wgsl-forge)");
+
+  std::function<int()> run;
+  add_cache_commands(app, options, run);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    int code = app.exit(error);
+    return code == 0 ? kExitOk : kExitBadInput;
+  }
+  if (!cache_dir.empty()) options.cache_dir = cache_dir;
+  return run ? run() : kExitBadInput;
+}

@@ -1,0 +1,166 @@
+#include "wgsl_forge/manifest_json.hpp"
+
+#include "json_codec.hpp"
+#include "wgsl_forge/hash.hpp"
+
+namespace wgsl_forge {
+
+using json_codec::FieldReader;
+using json_codec::Json;
+
+namespace {
+
+constexpr const char* kContentHashField = "content_hash";
+
+// BLAKE3 of the canonical bytes of `document` without its content_hash field.
+Result<std::string> content_hash_of(Json document, std::string_view what) {
+  document.erase(kContentHashField);
+  Result<std::string> body = json_codec::dump_canonical(document, what);
+  if (!body) return std::move(body).error();
+  return blake3_hex(*body);
+}
+
+Result<std::string> serialize_with_content_hash(Json document, const std::string& what) {
+  Result<std::string> hash = content_hash_of(document, what);
+  if (!hash) return std::move(hash).error();
+  document[kContentHashField] = *hash;
+  return json_codec::dump_canonical(document, what);
+}
+
+}  // namespace
+
+Result<std::string> serialize_manifest(const TuningManifest& manifest) {
+  return serialize_with_content_hash(json_codec::encode(manifest),
+                                     "the tuning manifest of " + manifest.kernel_id);
+}
+
+Result<std::string> serialize_manifest(const CertificationManifest& manifest) {
+  return serialize_with_content_hash(json_codec::encode(manifest),
+                                     "the certification manifest of " + manifest.kernel_id);
+}
+
+Result<std::string> canonical_json(const AdapterIdentity& adapter) {
+  return json_codec::dump_canonical(json_codec::encode(adapter), "an adapter identity");
+}
+
+Result<std::string> canonical_json(const Schedule& schedule) {
+  return json_codec::dump_canonical(json_codec::encode(schedule), "a schedule");
+}
+
+namespace {
+
+// Parses bytes into a JSON object and checks the envelope shared by every manifest kind.
+Result<Json> parse_envelope(std::string_view bytes, std::string_view expected_kind,
+                            std::uint32_t known_version) {
+  Json document = Json::parse(bytes.begin(), bytes.end(), nullptr, /*allow_exceptions=*/false);
+  if (document.is_discarded()) {
+    return Error(ErrorKind::kSerialization,
+                 "The manifest is not valid JSON (" + std::to_string(bytes.size()) + " bytes).");
+  }
+  FieldReader envelope(document, "");
+  std::string kind = envelope.string("manifest_kind");
+  if (!envelope.failed() && kind != expected_kind) {
+    envelope.fail("manifest_kind", "is '" + kind + "', expected '" + std::string(expected_kind) + "'");
+  }
+  std::uint64_t version = envelope.u64("schema_version");
+  if (!envelope.failed() && version != known_version) {
+    envelope.fail("schema_version", "is " + std::to_string(version) +
+                                        ", this wgsl-forge reads only version " +
+                                        std::to_string(known_version) +
+                                        " (re-tune to replace the entry)");
+  }
+  if (envelope.failed()) return envelope.take_error();
+  return document;
+}
+
+// Accepts only an unchanged file: the recorded content hash must be that of the document, and the
+// bytes must be exactly what serializing the decoded value writes.
+template <typename Manifest>
+Result<Manifest> require_intact(Manifest manifest, const Json& document,
+                                const std::string& recorded_hash, std::string_view bytes) {
+  Result<std::string> actual_hash = content_hash_of(document, "a manifest");
+  if (!actual_hash) return std::move(actual_hash).error();
+  if (*actual_hash != recorded_hash) {
+    return Error(ErrorKind::kSerialization,
+                 "Field 'content_hash' (" + recorded_hash + ") does not match the content (" +
+                     *actual_hash + "): the file was changed after it was written.");
+  }
+  Result<std::string> rewritten = serialize_manifest(manifest);
+  if (!rewritten) return std::move(rewritten).error();
+  if (*rewritten != bytes) {
+    return Error(ErrorKind::kSerialization,
+                 "The manifest is valid JSON but not in canonical form (edited by hand, or it has "
+                 "fields this version does not know); canonical manifests are byte-exact.");
+  }
+  return manifest;
+}
+
+}  // namespace
+
+Result<TuningManifest> parse_tuning_manifest(std::string_view bytes) {
+  Result<Json> document = parse_envelope(bytes, "tuning", TuningManifest::kSchemaVersion);
+  if (!document) return std::move(document).error();
+  FieldReader reader(*document, "");
+  TuningManifest manifest;
+  const std::string content_hash = reader.hex_digest(kContentHashField);
+  manifest.cache_key = reader.hex_digest("cache_key");
+  manifest.kernel_id = reader.string("kernel_id");
+  manifest.kernel_revision = reader.u32("kernel_revision");
+  std::string backend = reader.string("backend");
+  if (!reader.failed() && !parse_target_backend(backend)) {
+    reader.fail("backend", "has an unknown value ('" + backend + "')");
+  }
+  manifest.source_hash = reader.hex_digest("source_hash");
+  manifest.adapter = json_codec::decode_adapter(reader.object("adapter"));
+  manifest.context = json_codec::decode_tuning_context(reader.object("context"));
+  manifest.result = json_codec::decode_tuning_result(reader.object("result"));
+  if (reader.failed()) return reader.take_error();
+  if (manifest.cache_key != manifest.compute_cache_key()) {
+    return Error(ErrorKind::kSerialization,
+                 "Field 'cache_key' (" + manifest.cache_key +
+                     ") does not match the kernel, adapter and topology the manifest describes (" +
+                     manifest.compute_cache_key() + ").");
+  }
+  return require_intact(std::move(manifest), *document, content_hash, bytes);
+}
+
+Result<CertificationManifest> parse_certification_manifest(std::string_view bytes) {
+  Result<Json> document =
+      parse_envelope(bytes, "certification", CertificationManifest::kSchemaVersion);
+  if (!document) return std::move(document).error();
+  FieldReader reader(*document, "");
+  CertificationManifest manifest;
+  const std::string content_hash = reader.hex_digest(kContentHashField);
+  manifest.cache_key = reader.optional_hex_digest("cache_key");
+  manifest.kernel_id = reader.string("kernel_id");
+  manifest.kernel_revision = reader.u32("kernel_revision");
+  std::string backend = reader.string("backend");
+  if (!reader.failed() && !parse_target_backend(backend)) {
+    reader.fail("backend", "has an unknown value ('" + backend + "')");
+  }
+  manifest.source_hash = reader.hex_digest("source_hash");
+  manifest.schedule = json_codec::decode_schedule(reader, "schedule");
+  manifest.adapter = json_codec::decode_adapter(reader.object("adapter"));
+  manifest.topology_hash = reader.optional_hex_digest("topology_hash");
+  manifest.tolerance = reader.string("tolerance");
+  for (std::size_t i = 0; i < reader.array("cases").size() && !reader.failed(); ++i) {
+    manifest.cases.push_back(json_codec::decode_case(reader.element("cases", i)));
+  }
+  std::string verdict = reader.string("verdict");
+  if (reader.failed()) return reader.take_error();
+  manifest.verdict = verdict_of(manifest.cases);
+  if (verdict != verdict_name(manifest.verdict)) {
+    return Error(ErrorKind::kSerialization, "Field 'verdict' ('" + verdict +
+                                                "') contradicts the cases, which make it '" +
+                                                verdict_name(manifest.verdict) + "'.");
+  }
+  if (manifest.cache_key != manifest.compute_cache_key()) {
+    return Error(ErrorKind::kSerialization,
+                 "Field 'cache_key' (" + manifest.cache_key.value_or("null") +
+                     ") does not match the kernel and topology the manifest describes (" +
+                     manifest.compute_cache_key().value_or("null") + ").");
+  }
+  return require_intact(std::move(manifest), *document, content_hash, bytes);
+}
+
+}  // namespace wgsl_forge

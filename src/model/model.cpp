@@ -1,0 +1,327 @@
+#include "wgsl_forge/model.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <numeric>
+
+#include "json_codec.hpp"
+#include "wgsl_forge/hash.hpp"
+
+namespace wgsl_forge {
+
+bool same_evidence_value(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  return std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b);
+}
+
+namespace {
+
+template <typename Enum, std::size_t N>
+Result<Enum> parse_enum(std::string_view name, const char* (*to_name)(Enum),
+                        const Enum (&values)[N], const char* what) {
+  for (Enum value : values) {
+    if (name == to_name(value)) return value;
+  }
+  std::string known;
+  for (Enum value : values) known += std::string(known.empty() ? "" : ", ") + to_name(value);
+  return Error(ErrorKind::kInvalidInput,
+               std::string("Unknown ") + what + " '" + std::string(name) + "' (known: " + known + ").");
+}
+
+// Canonical compact JSON of an identity object, hashed into cache keys. Invalid UTF-8 in adapter
+// strings is replaced rather than failing: a key must always be computable.
+std::string hash_identity(const json_codec::Json& identity) {
+  return blake3_hex(identity.dump(-1, ' ', false, json_codec::Json::error_handler_t::replace));
+}
+
+}  // namespace
+
+const char* target_backend_name(TargetBackend backend) {
+  switch (backend) {
+    case TargetBackend::kWgsl:
+      return "wgsl";
+  }
+  return "unknown";
+}
+
+Result<TargetBackend> parse_target_backend(std::string_view name) {
+  static constexpr TargetBackend kAll[] = {TargetBackend::kWgsl};
+  return parse_enum(name, &target_backend_name, kAll, "target backend");
+}
+
+const char* timing_source_name(TimingSource source) {
+  switch (source) {
+    case TimingSource::kGpuTimestamp:
+      return "gpu_timestamp";
+    case TimingSource::kHostClock:
+      return "host_clock";
+    case TimingSource::kSynthetic:
+      return "synthetic";
+  }
+  return "unknown";
+}
+
+Result<TimingSource> parse_timing_source(std::string_view name) {
+  static constexpr TimingSource kAll[] = {TimingSource::kGpuTimestamp, TimingSource::kHostClock,
+                                          TimingSource::kSynthetic};
+  return parse_enum(name, &timing_source_name, kAll, "timing source");
+}
+
+const char* failure_stage_name(FailureStage stage) {
+  switch (stage) {
+    case FailureStage::kCompile:
+      return "compile";
+    case FailureStage::kValidation:
+      return "validation";
+    case FailureStage::kExecution:
+      return "execution";
+    case FailureStage::kMismatch:
+      return "mismatch";
+    case FailureStage::kTimeout:
+      return "timeout";
+    case FailureStage::kDeviceLost:
+      return "device_lost";
+  }
+  return "unknown";
+}
+
+Result<FailureStage> parse_failure_stage(std::string_view name) {
+  static constexpr FailureStage kAll[] = {FailureStage::kCompile,  FailureStage::kValidation,
+                                          FailureStage::kExecution, FailureStage::kMismatch,
+                                          FailureStage::kTimeout,  FailureStage::kDeviceLost};
+  return parse_enum(name, &failure_stage_name, kAll, "failure stage");
+}
+
+const char* binding_kind_name(BindingKind kind) {
+  switch (kind) {
+    case BindingKind::kStorageRead:
+      return "storage_read";
+    case BindingKind::kStorageReadWrite:
+      return "storage_read_write";
+    case BindingKind::kUniform:
+      return "uniform";
+  }
+  return "unknown";
+}
+
+const char* verdict_name(Verdict verdict) {
+  return verdict == Verdict::kCertified ? "certified" : "rejected";
+}
+
+std::optional<std::int64_t> Schedule::get(std::string_view knob) const {
+  auto it = knobs_.find(std::string(knob));
+  if (it == knobs_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string Schedule::to_string() const {
+  std::string text = "{";
+  for (const auto& [name, value] : knobs_) {
+    if (text.size() > 1) text += ", ";
+    text += name + "=" + std::to_string(value);
+  }
+  return text + "}";
+}
+
+Result<TimingSummary> TimingSummary::from_samples(TimingSource source,
+                                                  std::span<const std::uint64_t> samples_ns) {
+  if (samples_ns.empty()) {
+    return Error(ErrorKind::kInvalidInput,
+                 std::string("A timing summary needs at least one sample (got 0 from ") +
+                     timing_source_name(source) + ").");
+  }
+  std::vector<double> sorted(samples_ns.begin(), samples_ns.end());
+  std::sort(sorted.begin(), sorted.end());
+  // Linear interpolation between closest ranks, as numpy's default percentile does.
+  auto quantile = [](const std::vector<double>& values, double q) {
+    double position = q * static_cast<double>(values.size() - 1);
+    auto lower = static_cast<std::size_t>(std::floor(position));
+    std::size_t upper = std::min(lower + 1, values.size() - 1);
+    double fraction = position - static_cast<double>(lower);
+    return values[lower] + (values[upper] - values[lower]) * fraction;
+  };
+
+  TimingSummary summary;
+  summary.source = source;
+  summary.sample_count = samples_ns.size();
+  summary.min_ns = *std::min_element(samples_ns.begin(), samples_ns.end());
+  summary.max_ns = *std::max_element(samples_ns.begin(), samples_ns.end());
+  summary.median_ns = quantile(sorted, 0.5);
+  summary.p10_ns = quantile(sorted, 0.1);
+  summary.p90_ns = quantile(sorted, 0.9);
+  summary.mean_ns = std::accumulate(sorted.begin(), sorted.end(), 0.0) /
+                    static_cast<double>(sorted.size());
+  std::vector<double> deviations;
+  deviations.reserve(sorted.size());
+  for (double value : sorted) deviations.push_back(std::abs(value - summary.median_ns));
+  std::sort(deviations.begin(), deviations.end());
+  summary.mad_ns = quantile(deviations, 0.5);
+  return summary;
+}
+
+bool Mismatch::operator==(const Mismatch& other) const {
+  return index == other.index && same_evidence_value(expected, other.expected) &&
+         same_evidence_value(actual, other.actual);
+}
+
+bool ComparisonReport::operator==(const ComparisonReport& other) const {
+  return compared == other.compared && mismatch_count == other.mismatch_count &&
+         first_mismatch == other.first_mismatch &&
+         same_evidence_value(max_absolute_error, other.max_absolute_error) &&
+         same_evidence_value(max_relative_error, other.max_relative_error);
+}
+
+bool CertificationCase::operator==(const CertificationCase& other) const {
+  return name == other.name && element_count == other.element_count &&
+         value_profile == other.value_profile && seed == other.seed &&
+         same_evidence_value(allowed_absolute_error, other.allowed_absolute_error) &&
+         same_evidence_value(allowed_relative_error, other.allowed_relative_error) &&
+         report == other.report && failed_checks == other.failed_checks;
+}
+
+Verdict verdict_of(const std::vector<CertificationCase>& cases) {
+  bool all_passed = !cases.empty() && std::all_of(cases.begin(), cases.end(),
+                                                  [](const auto& one) { return one.passed(); });
+  return all_passed ? Verdict::kCertified : Verdict::kRejected;
+}
+
+void GeneratedKernel::seal() { source_hash = blake3_hex(source); }
+
+namespace {
+
+Status check_generated(const GeneratedKernel& generated) {
+  if (generated.kernel_id.empty()) {
+    return Error(ErrorKind::kInvalidInput, "The generated kernel has no kernel id.");
+  }
+  if (generated.source_hash != blake3_hex(generated.source)) {
+    return Error(ErrorKind::kInvalidInput,
+                 "The generated kernel's source hash (" + generated.source_hash +
+                     ") is not the BLAKE3 of its source (" + blake3_hex(generated.source) +
+                     "); call GeneratedKernel::seal() after changing the source.");
+  }
+  return Ok{};
+}
+
+Status check_topology_hash(const std::optional<std::string>& topology_hash) {
+  if (topology_hash && !is_hex_digest(*topology_hash)) {
+    return Error(ErrorKind::kInvalidInput, "Topology hash (" + *topology_hash +
+                                               ") is not 64 hexadecimal characters.");
+  }
+  return Ok{};
+}
+
+Status check_tuning_result(const GeneratedKernel& generated, const TuningResult& result) {
+  const CandidateResult& winner = result.winner;
+  if (generated.schedule != winner.schedule) {
+    return Error(ErrorKind::kInvalidInput, "The generated kernel's schedule " +
+                                               generated.schedule.to_string() +
+                                               " is not the winner's " +
+                                               winner.schedule.to_string() + ".");
+  }
+  if (!winner.oracle.matches() || winner.oracle.compared == 0) {
+    return Error(ErrorKind::kInvalidInput,
+                 "The winner " + winner.schedule.to_string() + " is not certified (" +
+                     std::to_string(winner.oracle.mismatch_count) + " mismatches in " +
+                     std::to_string(winner.oracle.compared) +
+                     " compared elements); only certified schedules can win.");
+  }
+  if (std::find(result.finalists.begin(), result.finalists.end(), winner) ==
+      result.finalists.end()) {
+    return Error(ErrorKind::kInvalidInput,
+                 "The winner " + winner.schedule.to_string() + " is not among the finalists.");
+  }
+  if (result.rejected_candidates > result.evaluated_candidates) {
+    return Error(ErrorKind::kInvalidInput,
+                 "Rejected candidates (" + std::to_string(result.rejected_candidates) +
+                     ") exceed evaluated candidates (" +
+                     std::to_string(result.evaluated_candidates) + ").");
+  }
+  return Ok{};
+}
+
+}  // namespace
+
+Result<TuningManifest> TuningManifest::create(const GeneratedKernel& generated,
+                                              AdapterIdentity adapter, TuningResult result,
+                                              TuningContext context) {
+  for (Status status : {check_generated(generated), check_topology_hash(context.topology_hash),
+                        check_tuning_result(generated, result)}) {
+    if (!status) {
+      return std::move(status).error().with_context("building the tuning manifest of " +
+                                                    generated.kernel_id);
+    }
+  }
+  std::sort(context.toggles.begin(), context.toggles.end());
+  context.toggles.erase(std::unique(context.toggles.begin(), context.toggles.end()),
+                        context.toggles.end());
+
+  TuningManifest manifest;
+  manifest.kernel_id = generated.kernel_id;
+  manifest.kernel_revision = generated.kernel_revision;
+  manifest.backend = generated.backend;
+  manifest.source_hash = generated.source_hash;
+  manifest.adapter = std::move(adapter);
+  manifest.context = std::move(context);
+  manifest.result = std::move(result);
+  manifest.cache_key = manifest.compute_cache_key();
+  return manifest;
+}
+
+std::string TuningManifest::compute_cache_key() const {
+  json_codec::Json identity = {
+      {"manifest_kind", "tuning"},
+      {"kernel_id", kernel_id},
+      {"kernel_revision", kernel_revision},
+      {"backend", target_backend_name(backend)},
+      {"source_hash", source_hash},
+      {"adapter", json_codec::encode(adapter)},
+      {"topology_hash",
+       context.topology_hash ? json_codec::Json(*context.topology_hash) : json_codec::Json()}};
+  return hash_identity(identity);
+}
+
+std::optional<double> TuningManifest::speedup_over_baseline() const {
+  if (!context.baseline || result.winner.timing.median_ns <= 0) return std::nullopt;
+  return context.baseline->timing.median_ns / result.winner.timing.median_ns;
+}
+
+Result<CertificationManifest> CertificationManifest::create(
+    const GeneratedKernel& generated, AdapterIdentity adapter,
+    std::optional<std::string> topology_hash, std::string tolerance,
+    std::vector<CertificationCase> cases) {
+  for (Status status : {check_generated(generated), check_topology_hash(topology_hash)}) {
+    if (!status) {
+      return std::move(status).error().with_context("building the certification manifest of " +
+                                                    generated.kernel_id);
+    }
+  }
+  CertificationManifest manifest;
+  manifest.kernel_id = generated.kernel_id;
+  manifest.kernel_revision = generated.kernel_revision;
+  manifest.backend = generated.backend;
+  manifest.source_hash = generated.source_hash;
+  manifest.schedule = generated.schedule;
+  manifest.adapter = std::move(adapter);
+  manifest.topology_hash = std::move(topology_hash);
+  manifest.tolerance = std::move(tolerance);
+  manifest.cases = std::move(cases);
+  manifest.verdict = verdict_of(manifest.cases);
+  manifest.cache_key = manifest.compute_cache_key();
+  return manifest;
+}
+
+std::optional<std::string> CertificationManifest::compute_cache_key() const {
+  if (!topology_hash) return std::nullopt;
+  json_codec::Json identity = {{"manifest_kind", "certification"},
+                               {"kernel_id", kernel_id},
+                               {"kernel_revision", kernel_revision},
+                               {"backend", target_backend_name(backend)},
+                               {"source_hash", source_hash},
+                               {"schedule", json_codec::encode(schedule)},
+                               {"adapter", json_codec::encode(adapter)},
+                               {"topology_hash", *topology_hash}};
+  return hash_identity(identity);
+}
+
+}  // namespace wgsl_forge

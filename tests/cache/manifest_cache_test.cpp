@@ -1,0 +1,363 @@
+#include "wgsl_forge/cache.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <random>
+
+#include "support/temp_dir.hpp"
+#include "support/test_manifests.hpp"
+#include "wgsl_forge/manifest_json.hpp"
+
+namespace wgsl_forge {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::read_text;
+using testing::TempDir;
+using testing::write_text;
+
+class ManifestCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    seed_ = testing::test_seed();
+    random_.seed(seed_);
+    RecordProperty("seed", std::to_string(seed_));
+  }
+  std::string trace() const {
+    return "seed " + std::to_string(seed_) + " (rerun with WGSL_FORGE_TEST_SEED)";
+  }
+  fs::path cache_root() const { return temp_.path() / "cache"; }
+  std::size_t file_count() const {
+    std::size_t count = 0;
+    for ([[maybe_unused]] const auto& item : fs::directory_iterator(cache_root())) ++count;
+    return count;
+  }
+
+  TempDir temp_;
+  std::uint64_t seed_ = 0;
+  std::mt19937_64 random_;
+};
+
+// The test of the original cache.rs, kept as it was: round trip by adapter key, same path twice.
+TEST_F(ManifestCacheTest, TuningCacheRoundTripsByAdapterKey) {
+  Schedule schedule = testing::default_affine_schedule();
+  GeneratedKernel generated = testing::affine_kernel(schedule);
+  std::uint64_t samples[] = {10};
+  CandidateResult winner{schedule, ComparisonReport{1, 0, std::nullopt, 0.0, 0.0},
+                         TimingSummary::from_samples(TimingSource::kSynthetic, samples).value()};
+  TuningManifest manifest =
+      TuningManifest::create(generated, testing::test_adapter(),
+                             TuningResult{1, 0, {}, winner, {winner}})
+          .value();
+  ManifestCache cache(cache_root());
+  fs::path first_path = cache.store_tuning(manifest).value();
+  fs::path second_path = cache.store_tuning(manifest).value();
+  EXPECT_EQ(first_path, second_path);
+  EXPECT_EQ(first_path, cache_root() / ("tuning-" + manifest.cache_key + ".json"));
+  EXPECT_EQ(cache.load_tuning(manifest.cache_key).value(), std::optional(manifest));
+}
+
+TEST_F(ManifestCacheTest, RandomManifestsRoundTripThroughTheDisk) {
+  SCOPED_TRACE(trace());
+  ManifestCache cache(cache_root());
+  for (int round = 0; round < 40; ++round) {
+    TuningManifest tuning = testing::random_tuning_manifest(random_);
+    ASSERT_TRUE(cache.store_tuning(tuning).ok());
+    EXPECT_EQ(cache.load_tuning(tuning.cache_key).value(), std::optional(tuning));
+    CertificationManifest certification = testing::random_certification_manifest(random_);
+    if (!certification.cache_key) continue;
+    fs::path path = cache.store_certification(certification).value();
+    EXPECT_EQ(read_text(path), serialize_manifest(certification).value());
+    EXPECT_EQ(cache.load_certification(*certification.cache_key).value(),
+              std::optional(certification));
+  }
+}
+
+TEST_F(ManifestCacheTest, InvalidKeysAreRefusedBeforeTouchingTheDisk) {
+  ManifestCache cache(cache_root());
+  const std::string valid(64, 'a');
+  for (const std::string& key :
+       {std::string(63, 'a'), std::string(65, 'a'), std::string(63, 'a') + "g", std::string(""),
+        "../" + valid.substr(3), valid.substr(1) + "/", std::string(64, ' '),
+        valid.substr(0, 63) + '\0'}) {
+    SCOPED_TRACE("key '" + key + "'");
+    Result<std::optional<TuningManifest>> loaded = cache.load_tuning(key);
+    ASSERT_FALSE(loaded.ok());
+    EXPECT_EQ(loaded.error().kind(), ErrorKind::kInvalidKey);
+    EXPECT_NE(loaded.error().message().find("is not exactly 64 hexadecimal characters"),
+              std::string::npos);
+    EXPECT_EQ(cache.load_certification(key).error().kind(), ErrorKind::kInvalidKey);
+  }
+  EXPECT_EQ(validate_cache_key("abc").error().message(),
+            "Cache key (abc) is not exactly 64 hexadecimal characters (it has 3 characters).");
+
+  TuningManifest manifest = testing::random_tuning_manifest(random_);
+  manifest.cache_key = "../" + valid.substr(3);
+  Result<fs::path> stored = cache.store_tuning(manifest);
+  ASSERT_FALSE(stored.ok());
+  EXPECT_EQ(stored.error().kind(), ErrorKind::kInvalidKey);
+  EXPECT_FALSE(fs::exists(cache_root())) << "an invalid key must not create the cache directory";
+}
+
+TEST_F(ManifestCacheTest, MissingEntryIsNoneNotAnError) {
+  ManifestCache cache(cache_root());
+  EXPECT_EQ(cache.load_tuning(std::string(64, 'a')).value(), std::nullopt);
+  EXPECT_EQ(cache.load_certification(std::string(64, 'b')).value(), std::nullopt);
+  EXPECT_TRUE(cache.list().value().empty());
+}
+
+TEST_F(ManifestCacheTest, CollisionIsAnErrorAndLeavesTheOldBytes) {
+  ManifestCache cache(cache_root());
+  TuningManifest manifest = testing::random_tuning_manifest(random_);
+  fs::path path = cache.store_tuning(manifest).value();
+  const std::string old_bytes = read_text(path);
+
+  TuningManifest retimed = manifest;  // same identity (key), different evidence
+  retimed.result.winner.timing.median_ns += 1;
+  retimed.result.finalists.back() = retimed.result.winner;
+  ASSERT_EQ(retimed.compute_cache_key(), manifest.cache_key);
+  Result<fs::path> stored = cache.store_tuning(retimed);
+  ASSERT_FALSE(stored.ok());
+  EXPECT_EQ(stored.error().kind(), ErrorKind::kCollision);
+  EXPECT_NE(stored.error().message().find(path.string()), std::string::npos);
+  EXPECT_NE(stored.error().message().find("entries are immutable"), std::string::npos);
+  EXPECT_EQ(read_text(path), old_bytes);
+  EXPECT_EQ(file_count(), 1u) << "no temporary file may be left behind";
+}
+
+TEST_F(ManifestCacheTest, UppercaseKeysNameTheSameEntry) {
+  ManifestCache cache(cache_root());
+  TuningManifest manifest = testing::random_tuning_manifest(random_);
+  ASSERT_TRUE(cache.store_tuning(manifest).ok());
+  std::string upper = manifest.cache_key;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  EXPECT_EQ(cache.load_tuning(upper).value(), std::optional(manifest));
+}
+
+TEST_F(ManifestCacheTest, CertificationWithoutCacheKeyCannotBeStored) {
+  ManifestCache cache(cache_root());
+  CertificationManifest manifest = testing::random_certification_manifest(random_);
+  manifest.cache_key.reset();
+  Result<fs::path> stored = cache.store_certification(manifest);
+  ASSERT_FALSE(stored.ok());
+  EXPECT_EQ(stored.error().kind(), ErrorKind::kSerialization);
+  EXPECT_EQ(stored.error().message(),
+            "Certification manifest of affine_f32 has no adapter cache key (it was made without "
+            "a topology hash) and cannot be cached.");
+}
+
+TEST_F(ManifestCacheTest, TopologyKeyIsBlake3OfHashNulKernelId) {
+  // Computed independently with BLAKE3's own example program:
+  //   printf '<empty-input hash>\0affine_f32' | ./example
+  EXPECT_EQ(ManifestCache::topology_key(
+                "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262", "affine_f32"),
+            "b9fbe594e478f688da492084109ec341bbde8cbb3d791b72275feb17080bbb36");
+  std::string topology(64, 'a');
+  EXPECT_EQ(ManifestCache::topology_key(topology, "affine_f32"),
+            ManifestCache::topology_key(topology, "affine_f32"));
+  EXPECT_NE(ManifestCache::topology_key(topology, "affine_f32"),
+            ManifestCache::topology_key(topology, "gemm_f32"));
+  EXPECT_NE(ManifestCache::topology_key(topology, "affine_f32"),
+            ManifestCache::topology_key(std::string(64, 'b'), "affine_f32"));
+  // The NUL separator keeps (hash + "a", "b") apart from (hash, "ab").
+  EXPECT_NE(ManifestCache::topology_key("x", "ab"), ManifestCache::topology_key("xa", "b"));
+}
+
+TEST_F(ManifestCacheTest, TuningIsStoredAndFoundByTopology) {
+  ManifestCache cache(cache_root());
+  TuningManifest manifest = testing::random_tuning_manifest(random_);
+  manifest.context.topology_hash = testing::random_topology_hash(random_);
+  manifest.cache_key = manifest.compute_cache_key();
+  const std::string topology = *manifest.context.topology_hash;
+
+  EXPECT_EQ(cache.load_tuning_for_topology(topology, "affine_f32").value(), std::nullopt);
+  fs::path path = cache.store_tuning_for_topology(topology, "affine_f32", manifest).value();
+  EXPECT_EQ(path.filename().string(),
+            "tuning-" + ManifestCache::topology_key(topology, "affine_f32") + ".json");
+  EXPECT_EQ(cache.load_tuning_for_topology(topology, "affine_f32").value(),
+            std::optional(manifest));
+  EXPECT_EQ(cache.load_tuning_for_topology(topology, "gemm_f32").value(), std::nullopt);
+
+  Result<fs::path> wrong = cache.store_tuning_for_topology(std::string(64, 'f'), "affine_f32",
+                                                           manifest);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.error().kind(), ErrorKind::kInvalidInput);
+  EXPECT_FALSE(cache.store_tuning_for_topology(topology, "gemm_f32", manifest).ok());
+}
+
+// Writes `text` over the entry that `manifest` was stored in, then expects every reader to
+// report corruption naming that file.
+void expect_corruption_reported(const ManifestCache& cache, const TuningManifest& manifest,
+                                const fs::path& path) {
+  Result<std::optional<TuningManifest>> loaded = cache.load_tuning(manifest.cache_key);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.error().kind(), ErrorKind::kCorruption);
+  EXPECT_NE(loaded.error().message().find(path.string()), std::string::npos)
+      << loaded.error().message();
+  VerifyReport report = cache.verify().value();
+  EXPECT_FALSE(report.clean());
+  // Storing the genuine manifest again must not overwrite the damaged file silently.
+  Result<fs::path> stored = cache.store_tuning(manifest);
+  ASSERT_FALSE(stored.ok());
+  EXPECT_EQ(stored.error().kind(), ErrorKind::kCorruption);
+}
+
+TEST_F(ManifestCacheTest, DamagedEntriesAreReportedAsCorruptionNamingTheFile) {
+  SCOPED_TRACE(trace());
+  ManifestCache cache(cache_root());
+  TuningManifest manifest = testing::random_tuning_manifest(random_);
+  TuningManifest other = testing::random_tuning_manifest(random_);
+  fs::path path = cache.store_tuning(manifest).value();
+  const std::string bytes = read_text(path);
+
+  std::vector<std::string> damages = {"", "not json", bytes.substr(0, bytes.size() / 2),
+                                      bytes.substr(0, bytes.size() - 1),
+                                      serialize_manifest(other).value()};
+  std::string flipped = bytes;
+  flipped[random_() % flipped.size()] ^= 0x20;
+  damages.push_back(flipped);
+  for (const std::string& damage : damages) {
+    write_text(path, damage);
+    SCOPED_TRACE("content: " + damage.substr(0, 60));
+    expect_corruption_reported(cache, manifest, path);
+  }
+  fs::remove(path);
+  fs::create_directory(path);
+  expect_corruption_reported(cache, manifest, path);
+}
+
+TEST_F(ManifestCacheTest, ListAndVerifyClassifyEveryFile) {
+  ManifestCache cache(cache_root());
+  TuningManifest tuning = testing::random_tuning_manifest(random_);
+  CertificationManifest certification = testing::random_certification_manifest(random_);
+  certification.topology_hash = std::string(64, '1');
+  certification.cache_key = certification.compute_cache_key();
+  fs::path tuning_path = cache.store_tuning(tuning).value();
+  fs::path certification_path = cache.store_certification(certification).value();
+
+  std::vector<CacheEntry> entries = cache.list().value();
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_TRUE(cache.verify().value().clean());
+
+  write_text(cache_root() / "notes.txt", "hello");
+  write_text(cache_root() / ".tuning-abc.123.0.deadbeef.tmp", "partial");
+  fs::path corrupt_path = cache_root() / ("tuning-" + std::string(64, 'e') + ".json");
+  write_text(corrupt_path, read_text(tuning_path));  // someone else's content
+
+  VerifyReport report = cache.verify().value();
+  EXPECT_FALSE(report.clean());
+  std::map<std::string, EntryHealth> health;
+  for (const EntryCheck& check : report.checks) health[check.path.filename().string()] = check.health;
+  EXPECT_EQ(health.size(), 5u);
+  EXPECT_EQ(health["notes.txt"], EntryHealth::kForeign);
+  EXPECT_EQ(health[".tuning-abc.123.0.deadbeef.tmp"], EntryHealth::kTemporary);
+  EXPECT_EQ(health[corrupt_path.filename().string()], EntryHealth::kCorrupt);
+  EXPECT_EQ(health[tuning_path.filename().string()], EntryHealth::kValid);
+  EXPECT_EQ(health[certification_path.filename().string()], EntryHealth::kValid);
+  EXPECT_EQ(cache.list().value().size(), 3u);
+}
+
+TEST_F(ManifestCacheTest, CacheRootThatIsAFileIsAClearError) {
+  write_text(cache_root(), "I am a file");
+  ManifestCache cache(cache_root());
+  Result<fs::path> stored = cache.store_tuning(testing::random_tuning_manifest(random_));
+  ASSERT_FALSE(stored.ok());
+  EXPECT_EQ(stored.error().kind(), ErrorKind::kIo);
+  EXPECT_NE(stored.error().message().find("Cannot use " + cache_root().string()),
+            std::string::npos);
+}
+
+// Starts `writers` processes that each store manifest_for(i) at the same moment; returns the
+// exit code of each (0 stored, 1 collision, 2 anything else).
+std::vector<int> store_concurrently(const fs::path& root, int writers,
+                                    const std::function<TuningManifest(int)>& manifest_for) {
+  int start_gate[2];
+  EXPECT_EQ(::pipe(start_gate), 0);
+  std::vector<pid_t> children;
+  for (int i = 0; i < writers; ++i) {
+    TuningManifest manifest = manifest_for(i);
+    pid_t child = ::fork();
+    if (child == 0) {
+      ::close(start_gate[1]);
+      char byte;
+      while (::read(start_gate[0], &byte, 1) < 0) {
+      }
+      Result<fs::path> stored = ManifestCache(root).store_tuning(manifest);
+      ::_exit(stored.ok() ? 0 : stored.error().kind() == ErrorKind::kCollision ? 1 : 2);
+    }
+    children.push_back(child);
+  }
+  ::close(start_gate[0]);
+  ::close(start_gate[1]);  // opens the gate: every child's read returns at once
+  std::vector<int> codes;
+  for (pid_t child : children) {
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : 3);
+  }
+  return codes;
+}
+
+TEST_F(ManifestCacheTest, IdenticalConcurrentStoresAllSucceedWithOneFile) {
+  TuningManifest manifest = testing::random_tuning_manifest(random_);
+  std::vector<int> codes =
+      store_concurrently(cache_root(), 12, [&](int) { return manifest; });
+  for (int code : codes) EXPECT_EQ(code, 0);
+  EXPECT_EQ(file_count(), 1u) << "one entry, no leftover temporary files";
+  EXPECT_EQ(ManifestCache(cache_root()).load_tuning(manifest.cache_key).value(),
+            std::optional(manifest));
+}
+
+TEST_F(ManifestCacheTest, DifferentConcurrentStoresGiveOneWinnerAndCleanCollisions) {
+  TuningManifest manifest = testing::random_tuning_manifest(random_);
+  std::vector<int> codes = store_concurrently(cache_root(), 12, [&](int i) {
+    TuningManifest variant = manifest;
+    variant.result.winner.timing.median_ns += i;
+    variant.result.finalists.back() = variant.result.winner;
+    return variant;
+  });
+  EXPECT_EQ(std::count(codes.begin(), codes.end(), 0), 1);
+  EXPECT_EQ(std::count(codes.begin(), codes.end(), 1), 11);
+  EXPECT_EQ(file_count(), 1u);
+  ManifestCache cache(cache_root());
+  EXPECT_TRUE(cache.load_tuning(manifest.cache_key).ok());
+  EXPECT_TRUE(cache.verify().value().clean());
+}
+
+class CacheRootResolutionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* name : kVariables) {
+      const char* value = std::getenv(name);
+      saved_.emplace_back(name, value ? std::optional<std::string>(value) : std::nullopt);
+      ::unsetenv(name);
+    }
+  }
+  void TearDown() override {
+    for (const auto& [name, value] : saved_) {
+      if (value) ::setenv(name, value->c_str(), 1);
+      else ::unsetenv(name);
+    }
+  }
+  static constexpr const char* kVariables[] = {"WGSL_FORGE_CACHE", "XDG_CACHE_HOME", "HOME"};
+  std::vector<std::pair<const char*, std::optional<std::string>>> saved_;
+};
+
+TEST_F(CacheRootResolutionTest, FlagThenVariablesThenHome) {
+  EXPECT_FALSE(resolve_cache_root(std::nullopt).ok());
+  ::setenv("HOME", "/home/u", 1);
+  EXPECT_EQ(resolve_cache_root(std::nullopt).value(), fs::path("/home/u/.cache/wgsl-forge"));
+  ::setenv("XDG_CACHE_HOME", "", 1);  // empty counts as unset
+  EXPECT_EQ(resolve_cache_root(std::nullopt).value(), fs::path("/home/u/.cache/wgsl-forge"));
+  ::setenv("XDG_CACHE_HOME", "/xdg", 1);
+  EXPECT_EQ(resolve_cache_root(std::nullopt).value(), fs::path("/xdg/wgsl-forge"));
+  ::setenv("WGSL_FORGE_CACHE", "/forge", 1);
+  EXPECT_EQ(resolve_cache_root(std::nullopt).value(), fs::path("/forge"));
+  EXPECT_EQ(resolve_cache_root(fs::path("/flag")).value(), fs::path("/flag"));
+}
+
+}  // namespace
+}  // namespace wgsl_forge

@@ -1,0 +1,352 @@
+#include "wgsl_forge/manifest_json.hpp"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "support/test_manifests.hpp"
+
+namespace wgsl_forge {
+namespace {
+
+using nlohmann::json;
+using testing::affine_kernel;
+using testing::certified_candidate;
+using testing::default_affine_schedule;
+using testing::test_adapter;
+
+std::string canonical_dump(const json& document) { return document.dump(2) + "\n"; }
+
+TuningResult single_winner_result(const Schedule& schedule) {
+  CandidateResult winner = certified_candidate(schedule, 1000);
+  return TuningResult{1, 0, {}, winner, {winner}};
+}
+
+TuningManifest full_tuning_manifest() {
+  Schedule schedule = default_affine_schedule();
+  TuningResult result = single_winner_result(schedule);
+  result.failures.push_back({Schedule({{"workgroup_size", 2048}}), FailureStage::kValidation,
+                             "Workgroup size (2048) exceeds maxComputeInvocationsPerWorkgroup"});
+  result.evaluated_candidates = 2;
+  result.rejected_candidates = 1;
+  TuningContext context{std::string(64, 'c'), 1u << 20, {"b", "a"},
+                        certified_candidate(schedule, 2000)};
+  return TuningManifest::create(affine_kernel(schedule), test_adapter(), result, context).value();
+}
+
+TEST(ManifestJsonTest, RandomManifestsRoundTripToEqualValuesAndIdenticalBytes) {
+  std::uint64_t seed = testing::test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (rerun with WGSL_FORGE_TEST_SEED)");
+  std::mt19937_64 random(seed);
+  for (int round = 0; round < 300; ++round) {
+    TuningManifest tuning = testing::random_tuning_manifest(random);
+    std::string bytes = serialize_manifest(tuning).value();
+    Result<TuningManifest> parsed = parse_tuning_manifest(bytes);
+    ASSERT_TRUE(parsed.ok()) << parsed.error().to_string() << "\n" << bytes;
+    EXPECT_EQ(*parsed, tuning);
+    EXPECT_EQ(serialize_manifest(*parsed).value(), bytes);
+
+    CertificationManifest certification = testing::random_certification_manifest(random);
+    bytes = serialize_manifest(certification).value();
+    Result<CertificationManifest> parsed_certification = parse_certification_manifest(bytes);
+    ASSERT_TRUE(parsed_certification.ok()) << parsed_certification.error().to_string();
+    EXPECT_EQ(*parsed_certification, certification);
+    EXPECT_EQ(serialize_manifest(*parsed_certification).value(), bytes);
+  }
+}
+
+TEST(ManifestJsonTest, SameValueGivesSameBytesWhateverTheConstructionOrder) {
+  TuningManifest first = full_tuning_manifest();
+  // Same knobs, inserted in the opposite order; same toggles, given in another order.
+  Schedule reordered;
+  reordered.set("vector_width", 1);
+  reordered.set("items_per_invocation", 1);
+  reordered.set("workgroup_size", 256);
+  TuningResult result = first.result;
+  result.winner.schedule = reordered;
+  result.finalists = {result.winner};
+  TuningContext context = first.context;
+  context.toggles = {"a", "b", "a"};
+  TuningManifest second =
+      TuningManifest::create(affine_kernel(reordered), test_adapter(), result, context).value();
+  EXPECT_EQ(serialize_manifest(first).value(), serialize_manifest(second).value());
+}
+
+TEST(ManifestJsonTest, KeysAreInByteOrderAndTheTextEndsWithOneNewline) {
+  std::string bytes = serialize_manifest(full_tuning_manifest()).value();
+  ASSERT_FALSE(bytes.empty());
+  EXPECT_EQ(bytes.back(), '\n');
+  EXPECT_NE(bytes[bytes.size() - 2], '\n');
+  std::size_t previous = 0;
+  for (const char* key : {"\"adapter\"", "\"backend\"", "\"cache_key\"", "\"content_hash\"", "\"context\"",
+                          "\"kernel_id\"", "\"kernel_revision\"", "\"manifest_kind\"",
+                          "\"result\"", "\"schema_version\"", "\"source_hash\""}) {
+    std::size_t position = bytes.find("\n  " + std::string(key));
+    ASSERT_NE(position, std::string::npos) << key;
+    EXPECT_GT(position, previous) << key;
+    previous = position;
+  }
+}
+
+TEST(ManifestJsonTest, NonFiniteValuesAndNegativeZeroAreWrittenAsDocumented) {
+  Schedule schedule = default_affine_schedule();
+  GeneratedKernel generated = affine_kernel(schedule);
+  CertificationCase one_case;
+  one_case.name = "specials";
+  one_case.report.compared = 4;
+  one_case.report.mismatch_count = 1;
+  one_case.report.first_mismatch =
+      Mismatch{3, std::numeric_limits<double>::quiet_NaN(), -std::numeric_limits<double>::infinity()};
+  one_case.report.max_absolute_error = std::numeric_limits<double>::infinity();
+  one_case.report.max_relative_error = -0.0;
+  one_case.allowed_absolute_error = 10.0;
+  CertificationManifest manifest = CertificationManifest::create(
+      generated, test_adapter(), std::string(64, 'a'), "exact", {one_case}).value();
+  std::string bytes = serialize_manifest(manifest).value();
+  EXPECT_NE(bytes.find("\"expected\": \"NaN\""), std::string::npos) << bytes;
+  EXPECT_NE(bytes.find("\"actual\": \"-Infinity\""), std::string::npos);
+  EXPECT_NE(bytes.find("\"max_absolute_error\": \"Infinity\""), std::string::npos);
+  EXPECT_NE(bytes.find("\"max_relative_error\": -0.0"), std::string::npos);
+  EXPECT_NE(bytes.find("\"allowed_absolute_error\": 10.0"), std::string::npos);
+  CertificationManifest parsed = parse_certification_manifest(bytes).value();
+  EXPECT_EQ(parsed, manifest);
+  EXPECT_TRUE(std::signbit(parsed.cases[0].report.max_relative_error));
+  EXPECT_EQ(parsed.verdict, Verdict::kRejected);
+}
+
+// Calls `visit(path, parent, key)` for every object member outside schedules (whose knobs are
+// free-form), depth first.
+void for_each_field(json& node, const std::string& path,
+                    const std::function<void(const std::string&, json&, const std::string&)>& visit) {
+  if (node.is_object()) {
+    std::vector<std::string> keys;
+    for (auto& [key, value] : node.items()) keys.push_back(key);
+    for (const std::string& key : keys) {
+      std::string child_path = path.empty() ? key : path + "." + key;
+      visit(child_path, node, key);
+      if (key != "schedule") for_each_field(node[key], child_path, visit);
+    }
+  } else if (node.is_array()) {
+    for (std::size_t i = 0; i < node.size(); ++i) {
+      for_each_field(node[i], path + "[" + std::to_string(i) + "]", visit);
+    }
+  }
+}
+
+TEST(ManifestJsonTest, EachMissingFieldIsAnErrorNamingIt) {
+  const std::string bytes = serialize_manifest(full_tuning_manifest()).value();
+  json document = json::parse(bytes);
+  int checked = 0;
+  for_each_field(document, "", [&](const std::string& path, json& parent, const std::string& key) {
+    json saved = parent[key];
+    parent.erase(key);
+    Result<TuningManifest> parsed = parse_tuning_manifest(canonical_dump(document));
+    parent[key] = saved;
+    ASSERT_FALSE(parsed.ok()) << "removing " << path << " was accepted";
+    EXPECT_EQ(parsed.error().kind(), ErrorKind::kSerialization);
+    EXPECT_EQ(parsed.error().message(), "Field '" + path + "' is missing.");
+    ++checked;
+  });
+  EXPECT_GT(checked, 60);
+  EXPECT_EQ(canonical_dump(document), bytes);  // the walk restored everything
+}
+
+TEST(ManifestJsonTest, EachMissingCertificationFieldIsAnErrorNamingIt) {
+  std::mt19937_64 random(testing::test_seed());
+  CertificationManifest manifest = testing::random_certification_manifest(random);
+  json document = json::parse(serialize_manifest(manifest).value());
+  for_each_field(document, "", [&](const std::string& path, json& parent, const std::string& key) {
+    json saved = parent[key];
+    parent.erase(key);
+    Result<CertificationManifest> parsed = parse_certification_manifest(canonical_dump(document));
+    parent[key] = saved;
+    ASSERT_FALSE(parsed.ok()) << "removing " << path << " was accepted";
+    EXPECT_EQ(parsed.error().message(), "Field '" + path + "' is missing.");
+  });
+}
+
+TEST(ManifestJsonTest, UnknownSchemaVersionIsNamed) {
+  json document = json::parse(serialize_manifest(full_tuning_manifest()).value());
+  document["schema_version"] = 2;
+  Result<TuningManifest> parsed = parse_tuning_manifest(canonical_dump(document));
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.error().message(),
+            "Field 'schema_version' is 2, this wgsl-forge reads only version 1 (re-tune to "
+            "replace the entry).");
+}
+
+TEST(ManifestJsonTest, WrongManifestKindIsNamed) {
+  std::string bytes = serialize_manifest(full_tuning_manifest()).value();
+  Result<CertificationManifest> parsed = parse_certification_manifest(bytes);
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.error().message(),
+            "Field 'manifest_kind' is 'tuning', expected 'certification'.");
+}
+
+TEST(ManifestJsonTest, WrongFieldTypesAreNamed) {
+  json document = json::parse(serialize_manifest(full_tuning_manifest()).value());
+  document["adapter"]["vendor"] = "0x10de";
+  EXPECT_EQ(parse_tuning_manifest(canonical_dump(document)).error().message(),
+            "Field 'adapter.vendor' is not a non-negative integer.");
+  document = json::parse(serialize_manifest(full_tuning_manifest()).value());
+  document["result"]["finalists"][0]["timing"]["source"] = "sundial";
+  EXPECT_EQ(parse_tuning_manifest(canonical_dump(document)).error().message(),
+            "Field 'result.finalists[0].timing.source' has an unknown value ('sundial').");
+  document = json::parse(serialize_manifest(full_tuning_manifest()).value());
+  document["result"]["winner"]["schedule"]["workgroup_size"] = 1.5;
+  EXPECT_EQ(parse_tuning_manifest(canonical_dump(document)).error().message(),
+            "Field 'result.winner.schedule.workgroup_size' is not a 64-bit integer.");
+  document = json::parse(serialize_manifest(full_tuning_manifest()).value());
+  document["context"]["topology_hash"] = "../../etc/passwd";
+  EXPECT_EQ(parse_tuning_manifest(canonical_dump(document)).error().message(),
+            "Field 'context.topology_hash' is not 64 hexadecimal characters (got "
+            "'../../etc/passwd').");
+}
+
+TEST(ManifestJsonTest, NonJsonAndNonObjectsAreErrors) {
+  for (const char* bytes : {"", "{", "nul", "[1,2]", "42", "\"tuning\"", "{\"a\":1}\n{"}) {
+    Result<TuningManifest> parsed = parse_tuning_manifest(bytes);
+    ASSERT_FALSE(parsed.ok()) << bytes;
+    EXPECT_EQ(parsed.error().kind(), ErrorKind::kSerialization);
+  }
+  EXPECT_EQ(parse_tuning_manifest("[1]").error().message(), "Field 'the manifest' is not a JSON object.");
+}
+
+TEST(ManifestJsonTest, ValidJsonNotInCanonicalFormIsRejected) {
+  json document = json::parse(serialize_manifest(full_tuning_manifest()).value());
+  Result<TuningManifest> parsed = parse_tuning_manifest(document.dump(4));
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_NE(parsed.error().message().find("not in canonical form"), std::string::npos);
+  document["unexpected_field"] = true;
+  EXPECT_FALSE(parse_tuning_manifest(canonical_dump(document)).ok());
+}
+
+TEST(ManifestJsonTest, EditedIdentityNoLongerMatchesItsCacheKey) {
+  json document = json::parse(serialize_manifest(full_tuning_manifest()).value());
+  document["adapter"]["name"] = "a faster card";
+  Result<TuningManifest> parsed = parse_tuning_manifest(canonical_dump(document));
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.error().message().rfind("Field 'cache_key' (", 0), 0u) << parsed.error().message();
+}
+
+TEST(ManifestJsonTest, CertificationVerdictMustFollowFromTheCases) {
+  std::mt19937_64 random(testing::test_seed());
+  CertificationManifest manifest = testing::random_certification_manifest(random);
+  json document = json::parse(serialize_manifest(manifest).value());
+  document["verdict"] = manifest.verdict == Verdict::kCertified ? "rejected" : "certified";
+  Result<CertificationManifest> parsed = parse_certification_manifest(canonical_dump(document));
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_NE(parsed.error().message().find("contradicts the cases"), std::string::npos);
+}
+
+TEST(ManifestJsonTest, InvalidUtf8CannotBeSerialized) {
+  TuningManifest manifest = full_tuning_manifest();
+  manifest.adapter.name = "bad \xff byte";
+  Result<std::string> bytes = serialize_manifest(manifest);
+  ASSERT_FALSE(bytes.ok());
+  EXPECT_EQ(bytes.error().kind(), ErrorKind::kSerialization);
+  EXPECT_NE(bytes.error().message().find("not valid UTF-8"), std::string::npos);
+}
+
+TEST(TuningManifestTest, CacheKeyCoversIdentityButNotTimings) {
+  TuningManifest base = full_tuning_manifest();
+  EXPECT_EQ(base.cache_key.size(), 64u);
+  EXPECT_EQ(base.cache_key, base.compute_cache_key());
+
+  TuningManifest slower = base;
+  slower.result.winner.timing.median_ns *= 2;
+  EXPECT_EQ(slower.compute_cache_key(), base.cache_key);
+
+  TuningManifest other_adapter = base;
+  other_adapter.adapter.driver_info = "2";
+  EXPECT_NE(other_adapter.compute_cache_key(), base.cache_key);
+  TuningManifest other_topology = base;
+  other_topology.context.topology_hash = std::string(64, 'd');
+  EXPECT_NE(other_topology.compute_cache_key(), base.cache_key);
+  TuningManifest other_revision = base;
+  other_revision.kernel_revision += 1;
+  EXPECT_NE(other_revision.compute_cache_key(), base.cache_key);
+  TuningManifest other_source = base;
+  other_source.source_hash = std::string(64, 'e');
+  EXPECT_NE(other_source.compute_cache_key(), base.cache_key);
+}
+
+TEST(TuningManifestTest, RecordsSpeedupOverTheBaseline) {
+  TuningManifest manifest = full_tuning_manifest();
+  ASSERT_TRUE(manifest.speedup_over_baseline().has_value());
+  EXPECT_NEAR(*manifest.speedup_over_baseline(), 2.0, 1e-9);
+  EXPECT_EQ(manifest.context.toggles, (std::vector<std::string>{"a", "b"}));
+}
+
+TEST(TuningManifestTest, RefusesIncoherentEvidence) {
+  Schedule schedule = default_affine_schedule();
+  GeneratedKernel generated = affine_kernel(schedule);
+
+  TuningResult uncertified = single_winner_result(schedule);
+  uncertified.winner.oracle.mismatch_count = 3;
+  uncertified.finalists = {uncertified.winner};
+  Result<TuningManifest> manifest = TuningManifest::create(generated, test_adapter(), uncertified);
+  ASSERT_FALSE(manifest.ok());
+  EXPECT_EQ(manifest.error().to_string(),
+            "The winner {items_per_invocation=1, vector_width=1, workgroup_size=256} is not "
+            "certified (3 mismatches in 1024 compared elements); only certified schedules can "
+            "win.\n - While building the tuning manifest of affine_f32");
+
+  Schedule other = schedule;
+  other.set("workgroup_size", 64);
+  manifest = TuningManifest::create(affine_kernel(other), test_adapter(),
+                                    single_winner_result(schedule));
+  ASSERT_FALSE(manifest.ok());
+  EXPECT_NE(manifest.error().message().find("is not the winner's"), std::string::npos);
+
+  TuningResult absent_winner = single_winner_result(schedule);
+  absent_winner.finalists.clear();
+  EXPECT_FALSE(TuningManifest::create(generated, test_adapter(), absent_winner).ok());
+
+  GeneratedKernel stale = generated;
+  stale.source += "// edited\n";
+  manifest = TuningManifest::create(stale, test_adapter(), single_winner_result(schedule));
+  ASSERT_FALSE(manifest.ok());
+  EXPECT_NE(manifest.error().message().find("is not the BLAKE3 of its source"), std::string::npos);
+
+  TuningContext bad_topology;
+  bad_topology.topology_hash = "xyz";
+  manifest = TuningManifest::create(generated, test_adapter(), single_winner_result(schedule),
+                                    bad_topology);
+  ASSERT_FALSE(manifest.ok());
+  EXPECT_EQ(manifest.error().message(), "Topology hash (xyz) is not 64 hexadecimal characters.");
+}
+
+TEST(CertificationManifestTest, VerdictAndCacheKeyFollowTheEvidence) {
+  GeneratedKernel generated = affine_kernel(default_affine_schedule());
+  CertificationCase passing;
+  passing.name = "n=257 uniform";
+  passing.report.compared = 257;
+  CertificationCase failing = passing;
+  failing.failed_checks = {"count differs"};
+
+  auto certified =
+      CertificationManifest::create(generated, test_adapter(), std::string(64, 'a'), "exact",
+                                    {passing}).value();
+  EXPECT_EQ(certified.verdict, Verdict::kCertified);
+  ASSERT_TRUE(certified.cache_key.has_value());
+  EXPECT_EQ(certified.cache_key->size(), 64u);
+
+  auto rejected = CertificationManifest::create(generated, test_adapter(), std::string(64, 'a'),
+                                                "exact", {passing, failing}).value();
+  EXPECT_EQ(rejected.verdict, Verdict::kRejected);
+  auto empty = CertificationManifest::create(generated, test_adapter(), std::string(64, 'a'),
+                                             "exact", {}).value();
+  EXPECT_EQ(empty.verdict, Verdict::kRejected);
+
+  auto keyless = CertificationManifest::create(generated, test_adapter(), std::nullopt, "exact",
+                                               {passing}).value();
+  EXPECT_FALSE(keyless.cache_key.has_value());
+  EXPECT_EQ(parse_certification_manifest(serialize_manifest(keyless).value()).value(), keyless);
+}
+
+}  // namespace
+}  // namespace wgsl_forge
