@@ -27,8 +27,8 @@ constexpr std::size_t kMaxManifestBytes = 64u << 20;
 std::string errno_text(int error_number) { return std::strerror(error_number); }
 
 Error io_error(const std::string& what, const fs::path& path, int error_number) {
-  return Error(ErrorKind::kIo, "Cannot " + what + " " + path.string() + " (" +
-                                   errno_text(error_number) + ").");
+  return Error(ErrorKind::kIo,
+               "Cannot " + what + " " + path.string() + " (" + errno_text(error_number) + ").");
 }
 
 std::string lowercase(std::string_view text) {
@@ -146,10 +146,10 @@ Result<CertificationManifest> decode_entry<CertificationManifest>(std::string_vi
   Result<CertificationManifest> manifest = parse_certification_manifest(bytes);
   if (!manifest) return corruption(path, manifest.error());
   if (manifest->cache_key != key) {
-    return corruption(path, Error(ErrorKind::kCorruption,
-                                  "It holds the certification manifest of " +
-                                      manifest->kernel_id + " with cache key " +
-                                      manifest->cache_key.value_or("null") + "."));
+    return corruption(
+        path, Error(ErrorKind::kCorruption, "It holds the certification manifest of " +
+                                                manifest->kernel_id + " with cache key " +
+                                                manifest->cache_key.value_or("null") + "."));
   }
   return manifest;
 }
@@ -347,12 +347,12 @@ Result<fs::path> ManifestCache::store_bytes(ManifestKind kind, std::string_view 
     if (Status valid = check_entry(kind, lowercase(key), final_path, **existing); !valid) {
       return Result<fs::path>(std::move(valid).error());
     }
-    return Result<fs::path>(Error(
-        ErrorKind::kCollision,
-        "Cache entry " + final_path.string() + " already holds a different " +
-            manifest_kind_name(kind) + " manifest (" + std::to_string((*existing)->size()) +
-            " bytes stored, " + std::to_string(bytes.size()) +
-            " bytes offered); entries are immutable. Remove the entry to replace it."));
+    return Result<fs::path>(
+        Error(ErrorKind::kCollision,
+              "Cache entry " + final_path.string() + " already holds a different " +
+                  manifest_kind_name(kind) + " manifest (" + std::to_string((*existing)->size()) +
+                  " bytes stored, " + std::to_string(bytes.size()) +
+                  " bytes offered); entries are immutable. Remove the entry to replace it."));
   };
   if (auto outcome = compare_with_existing()) return std::move(*outcome);
 
@@ -387,8 +387,8 @@ Result<std::vector<CacheEntry>> ManifestCache::list() const {
   if (!fs::exists(root_, error)) return entries;
   fs::directory_iterator iterator(root_, error);
   if (error) {
-    return Error(ErrorKind::kIo, "Cannot list cache directory " + root_.string() + " (" +
-                                     error.message() + ").");
+    return Error(ErrorKind::kIo,
+                 "Cannot list cache directory " + root_.string() + " (" + error.message() + ").");
   }
   for (const fs::directory_entry& item : iterator) {
     if (auto entry = parse_entry_name(item.path())) entries.push_back(std::move(*entry));
@@ -404,8 +404,8 @@ Result<VerifyReport> ManifestCache::verify() const {
   if (!fs::exists(root_, error)) return report;
   fs::directory_iterator iterator(root_, error);
   if (error) {
-    return Error(ErrorKind::kIo, "Cannot list cache directory " + root_.string() + " (" +
-                                     error.message() + ").");
+    return Error(ErrorKind::kIo,
+                 "Cannot list cache directory " + root_.string() + " (" + error.message() + ").");
   }
   for (const fs::directory_entry& item : iterator) {
     EntryCheck check;

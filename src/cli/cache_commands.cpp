@@ -22,8 +22,8 @@ int run_info(const GlobalOptions& options) {
   Result<ManifestCache> cache = open_cache(options);
   if (!cache) return report_error(cache.error());
   std::cout << "wgsl-forge " << kVersion << "\n"
-            << "manifest schema: tuning v" << TuningManifest::kSchemaVersion
-            << ", certification v" << CertificationManifest::kSchemaVersion << "\n"
+            << "manifest schema: tuning v" << TuningManifest::kSchemaVersion << ", certification v"
+            << CertificationManifest::kSchemaVersion << "\n"
             << "cache: " << cache->root().string() << "\n";
   return kExitOk;
 }
@@ -69,9 +69,9 @@ int run_show(const GlobalOptions& options, const std::string& key) {
     std::cout << *bytes;
     return kExitOk;
   }
-  return report_error(Error(ErrorKind::kInvalidInput,
-                            "No tuning or certification entry has key " + key + " in " +
-                                cache->root().string() + " (wgsl-forge cache list shows them)."));
+  return report_error(Error(ErrorKind::kInvalidInput, "No tuning or certification entry has key " +
+                                                          key + " in " + cache->root().string() +
+                                                          " (wgsl-forge cache list shows them)."));
 }
 
 int run_verify(const GlobalOptions& options, bool as_json) {

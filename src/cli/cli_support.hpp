@@ -12,9 +12,9 @@ namespace wgsl_forge::cli {
 // Exit codes of every subcommand.
 enum ExitCode : int {
   kExitOk = 0,
-  kExitRejected = 1,   // the command ran and the answer is "no" (rejected, verify found damage)
-  kExitBadInput = 2,   // the user gave something wrong (flag, kernel, key, file)
-  kExitRuntime = 3,    // the machine failed (disk, GPU, library)
+  kExitRejected = 1,  // the command ran and the answer is "no" (rejected, verify found damage)
+  kExitBadInput = 2,  // the user gave something wrong (flag, kernel, key, file)
+  kExitRuntime = 3,   // the machine failed (disk, GPU, library)
 };
 
 struct GlobalOptions {

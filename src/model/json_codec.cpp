@@ -122,8 +122,7 @@ Json encode(const CertificationManifest& value) {
               {"source_hash", value.source_hash},
               {"schedule", encode(value.schedule)},
               {"adapter", encode(value.adapter)},
-              {"topology_hash",
-               value.topology_hash ? Json(*value.topology_hash) : Json(nullptr)},
+              {"topology_hash", value.topology_hash ? Json(*value.topology_hash) : Json(nullptr)},
               {"tolerance", value.tolerance},
               {"cases", cases},
               {"verdict", verdict_name(value.verdict)}};
@@ -133,9 +132,9 @@ Result<std::string> dump_canonical(const Json& value, std::string_view what) {
   try {
     return value.dump(2, ' ', false, Json::error_handler_t::strict) + "\n";
   } catch (const Json::exception& exception) {
-    return Error(ErrorKind::kSerialization,
-                 std::string("Cannot write ") + std::string(what) +
-                     " as JSON: a text field is not valid UTF-8 (" + exception.what() + ").");
+    return Error(ErrorKind::kSerialization, std::string("Cannot write ") + std::string(what) +
+                                                " as JSON: a text field is not valid UTF-8 (" +
+                                                exception.what() + ").");
   }
 }
 
@@ -169,7 +168,8 @@ std::string FieldReader::path_of(const std::string& field) const {
 
 void FieldReader::fail(const std::string& field, const std::string& problem) const {
   if (state_->error) return;
-  state_->error = Error(ErrorKind::kSerialization, "Field '" + path_of(field) + "' " + problem + ".");
+  state_->error =
+      Error(ErrorKind::kSerialization, "Field '" + path_of(field) + "' " + problem + ".");
 }
 
 Error FieldReader::take_error() const {
@@ -263,7 +263,8 @@ double FieldReader::f64(const char* field) const {
 FieldReader FieldReader::object(const char* field) const {
   const Json* value = find(field);
   if (value != nullptr && !value->is_object()) fail(field, "is not a JSON object");
-  if (value == nullptr || !value->is_object()) return FieldReader(empty_object(), path_of(field), state_);
+  if (value == nullptr || !value->is_object())
+    return FieldReader(empty_object(), path_of(field), state_);
   return FieldReader(*value, path_of(field), state_);
 }
 
@@ -328,8 +329,8 @@ Schedule decode_schedule(const FieldReader& reader, const char* field) {
 }
 
 template <typename Enum>
-Enum decode_enum(const FieldReader& reader, const char* field, Result<Enum> (*parse)(std::string_view),
-                 Enum fallback) {
+Enum decode_enum(const FieldReader& reader, const char* field,
+                 Result<Enum> (*parse)(std::string_view), Enum fallback) {
   std::string text = reader.string(field);
   if (reader.failed()) return fallback;
   Result<Enum> parsed = parse(text);

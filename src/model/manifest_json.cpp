@@ -60,14 +60,14 @@ Result<Json> parse_envelope(std::string_view bytes, std::string_view expected_ki
   FieldReader envelope(document, "");
   std::string kind = envelope.string("manifest_kind");
   if (!envelope.failed() && kind != expected_kind) {
-    envelope.fail("manifest_kind", "is '" + kind + "', expected '" + std::string(expected_kind) + "'");
+    envelope.fail("manifest_kind",
+                  "is '" + kind + "', expected '" + std::string(expected_kind) + "'");
   }
   std::uint64_t version = envelope.u64("schema_version");
   if (!envelope.failed() && version != known_version) {
-    envelope.fail("schema_version", "is " + std::to_string(version) +
-                                        ", this wgsl-forge reads only version " +
-                                        std::to_string(known_version) +
-                                        " (re-tune to replace the entry)");
+    envelope.fail("schema_version",
+                  "is " + std::to_string(version) + ", this wgsl-forge reads only version " +
+                      std::to_string(known_version) + " (re-tune to replace the entry)");
   }
   if (envelope.failed()) return envelope.take_error();
   return document;
@@ -81,9 +81,9 @@ Result<Manifest> require_intact(Manifest manifest, const Json& document,
   Result<std::string> actual_hash = content_hash_of(document, "a manifest");
   if (!actual_hash) return std::move(actual_hash).error();
   if (*actual_hash != recorded_hash) {
-    return Error(ErrorKind::kSerialization,
-                 "Field 'content_hash' (" + recorded_hash + ") does not match the content (" +
-                     *actual_hash + "): the file was changed after it was written.");
+    return Error(ErrorKind::kSerialization, "Field 'content_hash' (" + recorded_hash +
+                                                ") does not match the content (" + *actual_hash +
+                                                "): the file was changed after it was written.");
   }
   Result<std::string> rewritten = serialize_manifest(manifest);
   if (!rewritten) return std::move(rewritten).error();

@@ -25,8 +25,8 @@ Result<Enum> parse_enum(std::string_view name, const char* (*to_name)(Enum),
   }
   std::string known;
   for (Enum value : values) known += std::string(known.empty() ? "" : ", ") + to_name(value);
-  return Error(ErrorKind::kInvalidInput,
-               std::string("Unknown ") + what + " '" + std::string(name) + "' (known: " + known + ").");
+  return Error(ErrorKind::kInvalidInput, std::string("Unknown ") + what + " '" + std::string(name) +
+                                             "' (known: " + known + ").");
 }
 
 // Canonical compact JSON of an identity object, hashed into cache keys. Invalid UTF-8 in adapter
@@ -87,9 +87,9 @@ const char* failure_stage_name(FailureStage stage) {
 }
 
 Result<FailureStage> parse_failure_stage(std::string_view name) {
-  static constexpr FailureStage kAll[] = {FailureStage::kCompile,  FailureStage::kValidation,
+  static constexpr FailureStage kAll[] = {FailureStage::kCompile,   FailureStage::kValidation,
                                           FailureStage::kExecution, FailureStage::kMismatch,
-                                          FailureStage::kTimeout,  FailureStage::kDeviceLost};
+                                          FailureStage::kTimeout,   FailureStage::kDeviceLost};
   return parse_enum(name, &failure_stage_name, kAll, "failure stage");
 }
 
@@ -150,8 +150,8 @@ Result<TimingSummary> TimingSummary::from_samples(TimingSource source,
   summary.median_ns = quantile(sorted, 0.5);
   summary.p10_ns = quantile(sorted, 0.1);
   summary.p90_ns = quantile(sorted, 0.9);
-  summary.mean_ns = std::accumulate(sorted.begin(), sorted.end(), 0.0) /
-                    static_cast<double>(sorted.size());
+  summary.mean_ns =
+      std::accumulate(sorted.begin(), sorted.end(), 0.0) / static_cast<double>(sorted.size());
   std::vector<double> deviations;
   deviations.reserve(sorted.size());
   for (double value : sorted) deviations.push_back(std::abs(value - summary.median_ns));
@@ -205,8 +205,8 @@ Status check_generated(const GeneratedKernel& generated) {
 
 Status check_topology_hash(const std::optional<std::string>& topology_hash) {
   if (topology_hash && !is_hex_digest(*topology_hash)) {
-    return Error(ErrorKind::kInvalidInput, "Topology hash (" + *topology_hash +
-                                               ") is not 64 hexadecimal characters.");
+    return Error(ErrorKind::kInvalidInput,
+                 "Topology hash (" + *topology_hash + ") is not 64 hexadecimal characters.");
   }
   return Ok{};
 }
@@ -214,10 +214,9 @@ Status check_topology_hash(const std::optional<std::string>& topology_hash) {
 Status check_tuning_result(const GeneratedKernel& generated, const TuningResult& result) {
   const CandidateResult& winner = result.winner;
   if (generated.schedule != winner.schedule) {
-    return Error(ErrorKind::kInvalidInput, "The generated kernel's schedule " +
-                                               generated.schedule.to_string() +
-                                               " is not the winner's " +
-                                               winner.schedule.to_string() + ".");
+    return Error(ErrorKind::kInvalidInput,
+                 "The generated kernel's schedule " + generated.schedule.to_string() +
+                     " is not the winner's " + winner.schedule.to_string() + ".");
   }
   if (!winner.oracle.matches() || winner.oracle.compared == 0) {
     return Error(ErrorKind::kInvalidInput,
@@ -232,10 +231,10 @@ Status check_tuning_result(const GeneratedKernel& generated, const TuningResult&
                  "The winner " + winner.schedule.to_string() + " is not among the finalists.");
   }
   if (result.rejected_candidates > result.evaluated_candidates) {
-    return Error(ErrorKind::kInvalidInput,
-                 "Rejected candidates (" + std::to_string(result.rejected_candidates) +
-                     ") exceed evaluated candidates (" +
-                     std::to_string(result.evaluated_candidates) + ").");
+    return Error(ErrorKind::kInvalidInput, "Rejected candidates (" +
+                                               std::to_string(result.rejected_candidates) +
+                                               ") exceed evaluated candidates (" +
+                                               std::to_string(result.evaluated_candidates) + ").");
   }
   return Ok{};
 }

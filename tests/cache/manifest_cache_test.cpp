@@ -48,10 +48,9 @@ TEST_F(ManifestCacheTest, TuningCacheRoundTripsByAdapterKey) {
   std::uint64_t samples[] = {10};
   CandidateResult winner{schedule, ComparisonReport{1, 0, std::nullopt, 0.0, 0.0},
                          TimingSummary::from_samples(TimingSource::kSynthetic, samples).value()};
-  TuningManifest manifest =
-      TuningManifest::create(generated, testing::test_adapter(),
-                             TuningResult{1, 0, {}, winner, {winner}})
-          .value();
+  TuningManifest manifest = TuningManifest::create(generated, testing::test_adapter(),
+                                                   TuningResult{1, 0, {}, winner, {winner}})
+                                .value();
   ManifestCache cache(cache_root());
   fs::path first_path = cache.store_tuning(manifest).value();
   fs::path second_path = cache.store_tuning(manifest).value();
@@ -181,8 +180,8 @@ TEST_F(ManifestCacheTest, TuningIsStoredAndFoundByTopology) {
             std::optional(manifest));
   EXPECT_EQ(cache.load_tuning_for_topology(topology, "gemm_f32").value(), std::nullopt);
 
-  Result<fs::path> wrong = cache.store_tuning_for_topology(std::string(64, 'f'), "affine_f32",
-                                                           manifest);
+  Result<fs::path> wrong =
+      cache.store_tuning_for_topology(std::string(64, 'f'), "affine_f32", manifest);
   ASSERT_FALSE(wrong.ok());
   EXPECT_EQ(wrong.error().kind(), ErrorKind::kInvalidInput);
   EXPECT_FALSE(cache.store_tuning_for_topology(topology, "gemm_f32", manifest).ok());
@@ -250,7 +249,8 @@ TEST_F(ManifestCacheTest, ListAndVerifyClassifyEveryFile) {
   VerifyReport report = cache.verify().value();
   EXPECT_FALSE(report.clean());
   std::map<std::string, EntryHealth> health;
-  for (const EntryCheck& check : report.checks) health[check.path.filename().string()] = check.health;
+  for (const EntryCheck& check : report.checks)
+    health[check.path.filename().string()] = check.health;
   EXPECT_EQ(health.size(), 5u);
   EXPECT_EQ(health["notes.txt"], EntryHealth::kForeign);
   EXPECT_EQ(health[".tuning-abc.123.0.deadbeef.tmp"], EntryHealth::kTemporary);
@@ -303,8 +303,7 @@ std::vector<int> store_concurrently(const fs::path& root, int writers,
 
 TEST_F(ManifestCacheTest, IdenticalConcurrentStoresAllSucceedWithOneFile) {
   TuningManifest manifest = testing::random_tuning_manifest(random_);
-  std::vector<int> codes =
-      store_concurrently(cache_root(), 12, [&](int) { return manifest; });
+  std::vector<int> codes = store_concurrently(cache_root(), 12, [&](int) { return manifest; });
   for (int code : codes) EXPECT_EQ(code, 0);
   EXPECT_EQ(file_count(), 1u) << "one entry, no leftover temporary files";
   EXPECT_EQ(ManifestCache(cache_root()).load_tuning(manifest.cache_key).value(),
@@ -338,8 +337,10 @@ class CacheRootResolutionTest : public ::testing::Test {
   }
   void TearDown() override {
     for (const auto& [name, value] : saved_) {
-      if (value) ::setenv(name, value->c_str(), 1);
-      else ::unsetenv(name);
+      if (value)
+        ::setenv(name, value->c_str(), 1);
+      else
+        ::unsetenv(name);
     }
   }
   static constexpr const char* kVariables[] = {"WGSL_FORGE_CACHE", "XDG_CACHE_HOME", "HOME"};

@@ -32,8 +32,8 @@ TuningManifest full_tuning_manifest() {
                              "Workgroup size (2048) exceeds maxComputeInvocationsPerWorkgroup"});
   result.evaluated_candidates = 2;
   result.rejected_candidates = 1;
-  TuningContext context{std::string(64, 'c'), 1u << 20, {"b", "a"},
-                        certified_candidate(schedule, 2000)};
+  TuningContext context{
+      std::string(64, 'c'), 1u << 20, {"b", "a"}, certified_candidate(schedule, 2000)};
   return TuningManifest::create(affine_kernel(schedule), test_adapter(), result, context).value();
 }
 
@@ -81,9 +81,10 @@ TEST(ManifestJsonTest, KeysAreInByteOrderAndTheTextEndsWithOneNewline) {
   EXPECT_EQ(bytes.back(), '\n');
   EXPECT_NE(bytes[bytes.size() - 2], '\n');
   std::size_t previous = 0;
-  for (const char* key : {"\"adapter\"", "\"backend\"", "\"cache_key\"", "\"content_hash\"", "\"context\"",
-                          "\"kernel_id\"", "\"kernel_revision\"", "\"manifest_kind\"",
-                          "\"result\"", "\"schema_version\"", "\"source_hash\""}) {
+  for (const char* key :
+       {"\"adapter\"", "\"backend\"", "\"cache_key\"", "\"content_hash\"", "\"context\"",
+        "\"kernel_id\"", "\"kernel_revision\"", "\"manifest_kind\"", "\"result\"",
+        "\"schema_version\"", "\"source_hash\""}) {
     std::size_t position = bytes.find("\n  " + std::string(key));
     ASSERT_NE(position, std::string::npos) << key;
     EXPECT_GT(position, previous) << key;
@@ -98,13 +99,15 @@ TEST(ManifestJsonTest, NonFiniteValuesAndNegativeZeroAreWrittenAsDocumented) {
   one_case.name = "specials";
   one_case.report.compared = 4;
   one_case.report.mismatch_count = 1;
-  one_case.report.first_mismatch =
-      Mismatch{3, std::numeric_limits<double>::quiet_NaN(), -std::numeric_limits<double>::infinity()};
+  one_case.report.first_mismatch = Mismatch{3, std::numeric_limits<double>::quiet_NaN(),
+                                            -std::numeric_limits<double>::infinity()};
   one_case.report.max_absolute_error = std::numeric_limits<double>::infinity();
   one_case.report.max_relative_error = -0.0;
   one_case.allowed_absolute_error = 10.0;
-  CertificationManifest manifest = CertificationManifest::create(
-      generated, test_adapter(), std::string(64, 'a'), "exact", {one_case}).value();
+  CertificationManifest manifest =
+      CertificationManifest::create(generated, test_adapter(), std::string(64, 'a'), "exact",
+                                    {one_case})
+          .value();
   std::string bytes = serialize_manifest(manifest).value();
   EXPECT_NE(bytes.find("\"expected\": \"NaN\""), std::string::npos) << bytes;
   EXPECT_NE(bytes.find("\"actual\": \"-Infinity\""), std::string::npos);
@@ -119,8 +122,9 @@ TEST(ManifestJsonTest, NonFiniteValuesAndNegativeZeroAreWrittenAsDocumented) {
 
 // Calls `visit(path, parent, key)` for every object member outside schedules (whose knobs are
 // free-form), depth first.
-void for_each_field(json& node, const std::string& path,
-                    const std::function<void(const std::string&, json&, const std::string&)>& visit) {
+void for_each_field(
+    json& node, const std::string& path,
+    const std::function<void(const std::string&, json&, const std::string&)>& visit) {
   if (node.is_object()) {
     std::vector<std::string> keys;
     for (auto& [key, value] : node.items()) keys.push_back(key);
@@ -212,7 +216,8 @@ TEST(ManifestJsonTest, NonJsonAndNonObjectsAreErrors) {
     ASSERT_FALSE(parsed.ok()) << bytes;
     EXPECT_EQ(parsed.error().kind(), ErrorKind::kSerialization);
   }
-  EXPECT_EQ(parse_tuning_manifest("[1]").error().message(), "Field 'the manifest' is not a JSON object.");
+  EXPECT_EQ(parse_tuning_manifest("[1]").error().message(),
+            "Field 'the manifest' is not a JSON object.");
 }
 
 TEST(ManifestJsonTest, ValidJsonNotInCanonicalFormIsRejected) {
@@ -229,7 +234,8 @@ TEST(ManifestJsonTest, EditedIdentityNoLongerMatchesItsCacheKey) {
   document["adapter"]["name"] = "a faster card";
   Result<TuningManifest> parsed = parse_tuning_manifest(canonical_dump(document));
   ASSERT_FALSE(parsed.ok());
-  EXPECT_EQ(parsed.error().message().rfind("Field 'cache_key' (", 0), 0u) << parsed.error().message();
+  EXPECT_EQ(parsed.error().message().rfind("Field 'cache_key' (", 0), 0u)
+      << parsed.error().message();
 }
 
 TEST(ManifestJsonTest, CertificationVerdictMustFollowFromTheCases) {
@@ -297,8 +303,8 @@ TEST(TuningManifestTest, RefusesIncoherentEvidence) {
 
   Schedule other = schedule;
   other.set("workgroup_size", 64);
-  manifest = TuningManifest::create(affine_kernel(other), test_adapter(),
-                                    single_winner_result(schedule));
+  manifest =
+      TuningManifest::create(affine_kernel(other), test_adapter(), single_winner_result(schedule));
   ASSERT_FALSE(manifest.ok());
   EXPECT_NE(manifest.error().message().find("is not the winner's"), std::string::npos);
 
@@ -328,22 +334,25 @@ TEST(CertificationManifestTest, VerdictAndCacheKeyFollowTheEvidence) {
   CertificationCase failing = passing;
   failing.failed_checks = {"count differs"};
 
-  auto certified =
-      CertificationManifest::create(generated, test_adapter(), std::string(64, 'a'), "exact",
-                                    {passing}).value();
+  auto certified = CertificationManifest::create(generated, test_adapter(), std::string(64, 'a'),
+                                                 "exact", {passing})
+                       .value();
   EXPECT_EQ(certified.verdict, Verdict::kCertified);
   ASSERT_TRUE(certified.cache_key.has_value());
   EXPECT_EQ(certified.cache_key->size(), 64u);
 
   auto rejected = CertificationManifest::create(generated, test_adapter(), std::string(64, 'a'),
-                                                "exact", {passing, failing}).value();
+                                                "exact", {passing, failing})
+                      .value();
   EXPECT_EQ(rejected.verdict, Verdict::kRejected);
-  auto empty = CertificationManifest::create(generated, test_adapter(), std::string(64, 'a'),
-                                             "exact", {}).value();
+  auto empty =
+      CertificationManifest::create(generated, test_adapter(), std::string(64, 'a'), "exact", {})
+          .value();
   EXPECT_EQ(empty.verdict, Verdict::kRejected);
 
-  auto keyless = CertificationManifest::create(generated, test_adapter(), std::nullopt, "exact",
-                                               {passing}).value();
+  auto keyless =
+      CertificationManifest::create(generated, test_adapter(), std::nullopt, "exact", {passing})
+          .value();
   EXPECT_FALSE(keyless.cache_key.has_value());
   EXPECT_EQ(parse_certification_manifest(serialize_manifest(keyless).value()).value(), keyless);
 }

@@ -39,7 +39,7 @@ TEST(TimingSummaryTest, KnownSamplesGiveKnownStatistics) {
   EXPECT_EQ(summary.sample_count, 6u);
   EXPECT_EQ(summary.min_ns, 10u);
   EXPECT_EQ(summary.max_ns, 1000u);
-  EXPECT_DOUBLE_EQ(summary.median_ns, 11.5);           // (11 + 12) / 2
+  EXPECT_DOUBLE_EQ(summary.median_ns, 11.5);  // (11 + 12) / 2
   EXPECT_DOUBLE_EQ(summary.mean_ns, 1056.0 / 6.0);
   EXPECT_DOUBLE_EQ(summary.mad_ns, 1.5);               // deviations 0.5 0.5 1.5 1.5 1.5 988.5
   EXPECT_DOUBLE_EQ(summary.p10_ns, 10.0);              // rank 0.5 between 10 and 10
@@ -57,9 +57,9 @@ TEST(TimingSummaryTest, RandomSamplesAgreeWithSortedDefinitions) {
         TimingSummary::from_samples(TimingSource::kGpuTimestamp, samples).value();
     std::sort(samples.begin(), samples.end());
     std::size_t n = samples.size();
-    double median = n % 2 ? static_cast<double>(samples[n / 2])
-                          : (static_cast<double>(samples[n / 2 - 1]) +
-                             static_cast<double>(samples[n / 2])) / 2;
+    double median =
+        n % 2 ? static_cast<double>(samples[n / 2])
+              : (static_cast<double>(samples[n / 2 - 1]) + static_cast<double>(samples[n / 2])) / 2;
     EXPECT_EQ(summary.min_ns, samples.front());
     EXPECT_EQ(summary.max_ns, samples.back());
     EXPECT_DOUBLE_EQ(summary.median_ns, median);

@@ -9,7 +9,8 @@
 namespace wgsl_forge::testing {
 
 TempDir::TempDir() {
-  std::string pattern = (std::filesystem::temp_directory_path() / "wgsl-forge-test-XXXXXX").string();
+  std::string pattern =
+      (std::filesystem::temp_directory_path() / "wgsl-forge-test-XXXXXX").string();
   if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
   path_ = pattern;
 }

@@ -26,12 +26,13 @@ GeneratedKernel affine_kernel(const Schedule& schedule) {
   kernel.kernel_id = "affine_f32";
   kernel.kernel_revision = 1;
   kernel.schedule = schedule;
-  kernel.source = "@group(0) @binding(0) var<storage, read> x: array<f32>;\n"
-                  "@group(0) @binding(1) var<storage, read_write> y: array<f32>;\n"
-                  "@compute @workgroup_size(" +
-                  std::to_string(schedule.get("workgroup_size").value_or(64)) +
-                  ")\nfn main(@builtin(global_invocation_id) id: vec3u) {\n"
-                  "  if (id.x < arrayLength(&x)) { y[id.x] = 2.0 * x[id.x] + 1.0; }\n}\n";
+  kernel.source =
+      "@group(0) @binding(0) var<storage, read> x: array<f32>;\n"
+      "@group(0) @binding(1) var<storage, read_write> y: array<f32>;\n"
+      "@compute @workgroup_size(" +
+      std::to_string(schedule.get("workgroup_size").value_or(64)) +
+      ")\nfn main(@builtin(global_invocation_id) id: vec3u) {\n"
+      "  if (id.x < arrayLength(&x)) { y[id.x] = 2.0 * x[id.x] + 1.0; }\n}\n";
   kernel.entry_points = {"main"};
   kernel.bindings = {{0, 0, BindingKind::kStorageRead, "x"},
                      {0, 1, BindingKind::kStorageReadWrite, "y"}};
@@ -69,7 +70,7 @@ double random_double(std::mt19937_64& random) {
 
 std::string random_text(std::mt19937_64& random) {
   static const char* const kPieces[] = {"llvmpipe", "NVIDIA H200", "\"quoted\"", "tab\there",
-                                        "ünïcödé", "back\\slash", "", "line\nbreak"};
+                                        "ünïcödé",  "back\\slash", "",           "line\nbreak"};
   return std::string(kPieces[random() % 8]) + std::to_string(random() % 1000);
 }
 
@@ -86,8 +87,8 @@ ComparisonReport random_report(std::mt19937_64& random, bool matching) {
   ComparisonReport report;
   report.compared = random() % (1u << 30);
   report.mismatch_count = matching ? 0 : 1 + random() % 100;
-  if (!matching) report.first_mismatch = Mismatch{random() % 1000, random_double(random),
-                                                  random_double(random)};
+  if (!matching)
+    report.first_mismatch = Mismatch{random() % 1000, random_double(random), random_double(random)};
   report.max_absolute_error = matching ? 0.0 : random_double(random);
   report.max_relative_error = matching ? 1e-7 : random_double(random);
   return report;
@@ -116,9 +117,8 @@ TuningManifest random_tuning_manifest(std::mt19937_64& random) {
   result.winner = random_candidate(random, winner_schedule);
   result.finalists = {random_candidate(random, random_schedule(random)), result.winner};
   for (std::uint64_t i = random() % 3; i > 0; --i) {
-    result.failures.push_back(CandidateFailure{random_schedule(random),
-                                               static_cast<FailureStage>(random() % 6),
-                                               random_text(random)});
+    result.failures.push_back(CandidateFailure{
+        random_schedule(random), static_cast<FailureStage>(random() % 6), random_text(random)});
   }
   result.evaluated_candidates = 2 + result.failures.size() + random() % 50;
   result.rejected_candidates = result.failures.size();
@@ -154,8 +154,8 @@ CertificationManifest random_certification_manifest(std::mt19937_64& random) {
   }
   std::optional<std::string> topology;
   if (random() % 4) topology = random_topology_hash(random);
-  return CertificationManifest::create(generated, test_adapter(), topology,
-                                       "|gpu - cpu| <= 2 ulp", cases)
+  return CertificationManifest::create(generated, test_adapter(), topology, "|gpu - cpu| <= 2 ulp",
+                                       cases)
       .value();
 }
 
