@@ -20,7 +20,9 @@ enum class ErrorKind {
   kCorruption,     // a stored file does not parse or does not belong to its key
   kSerialization,  // a value cannot be written or read as a manifest
   kIo,             // the operating system refused a file operation
-  kRuntime,        // the GPU runtime failed (library, adapter, device, pipeline)
+  kCompilation,    // WGSL that does not compile (the message has line and column)
+  kValidation,     // WebGPU refused an operation (a limit, a binding, a dispatch)
+  kRuntime,        // the GPU runtime failed (library, adapter, device lost, timeout)
 };
 
 const char* error_kind_name(ErrorKind kind);

@@ -14,6 +14,8 @@ int report_error(const Error& error) {
     case ErrorKind::kCorruption:
     case ErrorKind::kSerialization:
     case ErrorKind::kIo:
+    case ErrorKind::kCompilation:
+    case ErrorKind::kValidation:
     case ErrorKind::kRuntime:
       return kExitRuntime;
   }

@@ -19,6 +19,8 @@ enum ExitCode : int {
 
 struct GlobalOptions {
   std::optional<std::filesystem::path> cache_dir;
+  std::optional<std::filesystem::path> webgpu_library;
+  std::string backend = "vulkan";
 };
 
 // Prints "wgsl-forge: error: <message and context>" to stderr; returns the exit code of its kind.

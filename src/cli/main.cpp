@@ -5,6 +5,7 @@
 #include <functional>
 #include <string>
 
+#include "adapter_commands.hpp"
 #include "cache_commands.hpp"
 #include "cli_support.hpp"
 #include "wgsl_forge/version.hpp"
@@ -21,8 +22,15 @@ int main(int argc, char** argv) {
                  "Cache directory (default: $WGSL_FORGE_CACHE, $XDG_CACHE_HOME/wgsl-forge or "
                  "~/.cache/wgsl-forge)");
 
+  std::string webgpu_library;
+  app.add_option("--webgpu-lib", webgpu_library,
+                 "webgpu.h library to load (default: $WGSL_FORGE_WEBGPU_LIB, else the Dawn build "
+                 "that scripts/setup.sh installed)");
+  app.add_option("--backend", options.backend, "WebGPU backend: vulkan (default) or any");
+
   std::function<int()> run;
   add_cache_commands(app, options, run);
+  add_adapter_commands(app, options, run);
 
   try {
     app.parse(argc, argv);
@@ -31,5 +39,6 @@ int main(int argc, char** argv) {
     return code == 0 ? kExitOk : kExitBadInput;
   }
   if (!cache_dir.empty()) options.cache_dir = cache_dir;
+  if (!webgpu_library.empty()) options.webgpu_library = webgpu_library;
   return run ? run() : kExitBadInput;
 }

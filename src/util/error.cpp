@@ -16,6 +16,10 @@ const char* error_kind_name(ErrorKind kind) {
       return "serialization";
     case ErrorKind::kIo:
       return "I/O";
+    case ErrorKind::kCompilation:
+      return "compilation";
+    case ErrorKind::kValidation:
+      return "validation";
     case ErrorKind::kRuntime:
       return "runtime";
   }

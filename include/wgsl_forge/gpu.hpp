@@ -1,0 +1,228 @@
+#pragma once
+// The WebGPU runtime: Dawn's C API loaded at run time, one adapter and device, storage buffers,
+// WGSL compute pipelines, dispatch and GPU timing. Every failure is an Error value with Dawn's own
+// message; a lost device fails every later call cleanly.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "wgsl_forge/error.hpp"
+#include "wgsl_forge/model.hpp"
+
+namespace wgsl_forge::gpu {
+
+class WebGpuLibrary;
+struct DeviceState;
+
+enum class PowerPreference { kHighPerformance, kLowPower };
+
+struct RuntimeOptions {
+  // The webgpu.h library: this path, else $WGSL_FORGE_WEBGPU_LIB, else the one setup installed.
+  std::optional<std::filesystem::path> library_path;
+  // "vulkan" (the default, and the only backend this project tests) or "any".
+  std::string backend = "vulkan";
+  PowerPreference power_preference = PowerPreference::kHighPerformance;
+  // Request timestamp queries when the adapter has them, with Dawn's quantization switched off.
+  bool gpu_timestamps = true;
+  // How long one wait for the GPU (a submission, a map, a compile) may take before it is an
+  // error; a watchdog for kernels that never finish.
+  std::chrono::milliseconds wait_timeout{std::chrono::minutes(2)};
+};
+
+// Which library `options` resolve to, and why; an error naming every place that was tried.
+Result<std::filesystem::path> resolve_webgpu_library(
+    const std::optional<std::filesystem::path>& explicit_path);
+
+// The limits that decide what a kernel schedule may use.
+struct AdapterLimits {
+  std::uint32_t max_compute_invocations_per_workgroup = 0;
+  std::uint32_t max_compute_workgroup_size_x = 0;
+  std::uint32_t max_compute_workgroup_size_y = 0;
+  std::uint32_t max_compute_workgroup_size_z = 0;
+  std::uint32_t max_compute_workgroups_per_dimension = 0;
+  std::uint32_t max_compute_workgroup_storage_size = 0;
+  std::uint32_t max_storage_buffers_per_shader_stage = 0;
+  std::uint32_t max_uniform_buffers_per_shader_stage = 0;
+  std::uint32_t max_bind_groups = 0;
+  std::uint32_t min_storage_buffer_offset_alignment = 0;
+  std::uint32_t min_uniform_buffer_offset_alignment = 0;
+  std::uint64_t max_storage_buffer_binding_size = 0;
+  std::uint64_t max_uniform_buffer_binding_size = 0;
+  std::uint64_t max_buffer_size = 0;
+};
+
+struct AdapterInfo {
+  AdapterIdentity identity;
+  std::string vendor_name;
+  std::string architecture;
+  std::string description;
+  std::uint32_t subgroup_min_size = 0;
+  std::uint32_t subgroup_max_size = 0;
+  AdapterLimits limits;                // the device's limits (requested as the adapter's own)
+  std::vector<std::string> features;   // of the device: "timestamp-query", "subgroups", ...
+  std::vector<std::string> toggles;    // Dawn toggles in force, e.g. "disabled:timestamp_quantization"
+  std::filesystem::path library_path;
+  std::string library_blake3;          // BLAKE3 of the webgpu.h library file: the Dawn build
+  std::string topology_hash;           // see compute_topology_hash()
+};
+
+// BLAKE3 over the canonical JSON of everything that can change a tuning winner: the identity
+// (name, vendor and device ids, type, backend, driver, driver info), vendor name, architecture,
+// description, subgroup sizes, every limit in AdapterLimits, the device features, the toggles and
+// the library's BLAKE3. Not included: paths, times, anything that varies between runs.
+std::string compute_topology_hash(const AdapterInfo& info);
+
+// Canonical JSON of an AdapterInfo (what `wgsl-forge adapters --json` prints).
+std::string adapter_info_json(const AdapterInfo& info);
+
+enum class BufferUsage { kStorage, kUniform };
+
+class Buffer {
+ public:
+  Buffer(std::shared_ptr<DeviceState> device, void* handle, std::uint64_t size)
+      : device_(std::move(device)), handle_(handle), size_(size) {}
+  Buffer() = default;
+  Buffer(Buffer&& other) noexcept;
+  Buffer& operator=(Buffer&& other) noexcept;
+  ~Buffer();
+
+  std::uint64_t size() const { return size_; }
+  void* handle() const { return handle_; }
+
+ private:
+  std::shared_ptr<DeviceState> device_;
+  void* handle_ = nullptr;
+  std::uint64_t size_ = 0;
+};
+
+class ComputePipeline {
+ public:
+  ComputePipeline() = default;
+  ComputePipeline(ComputePipeline&& other) noexcept;
+  ComputePipeline& operator=(ComputePipeline&& other) noexcept;
+  ~ComputePipeline();
+
+  const std::string& label() const { return label_; }
+  const std::vector<KernelBinding>& bindings() const { return bindings_; }
+  void* handle() const { return pipeline_; }
+
+ private:
+  friend class Device;
+  std::shared_ptr<DeviceState> device_;
+  void* pipeline_ = nullptr;
+  void* bind_group_layout_ = nullptr;
+  std::string label_;
+  std::vector<KernelBinding> bindings_;
+};
+
+struct BufferBinding {
+  std::uint32_t binding = 0;
+  const Buffer* buffer = nullptr;
+  std::uint64_t offset = 0;
+  std::optional<std::uint64_t> size;  // default: from offset to the end of the buffer
+};
+
+class BindGroup {
+ public:
+  BindGroup() = default;
+  BindGroup(BindGroup&& other) noexcept;
+  BindGroup& operator=(BindGroup&& other) noexcept;
+  ~BindGroup();
+
+  void* handle() const { return handle_; }
+
+ private:
+  friend class Device;
+  std::shared_ptr<DeviceState> device_;
+  void* handle_ = nullptr;
+};
+
+// Workgroups to dispatch in each dimension.
+struct WorkgroupGrid {
+  std::uint32_t x = 1;
+  std::uint32_t y = 1;
+  std::uint32_t z = 1;
+
+  std::uint64_t count() const { return std::uint64_t{x} * y * z; }
+};
+
+// Lays `workgroups` out as x * y with x <= max_per_dimension, so grids of more than 65535
+// workgroups fit; the kernel recovers its linear index as id.x + id.y * num_workgroups.x and
+// skips indices past `workgroups`. An error when even max_per_dimension^2 is too small.
+Result<WorkgroupGrid> plan_workgroup_grid(std::uint64_t workgroups,
+                                          std::uint32_t max_per_dimension);
+
+// One compute pass: a pipeline with its bind group over a grid.
+struct DispatchStep {
+  const ComputePipeline* pipeline = nullptr;
+  const BindGroup* bind_group = nullptr;
+  WorkgroupGrid grid;
+};
+
+struct TimingOptions {
+  std::uint32_t warmup_runs = 2;
+  std::uint32_t samples = 15;
+  // A sample covers enough back-to-back executions of the sequence to last at least this long,
+  // so that it is far above the timer's resolution and the per-submission overhead.
+  std::chrono::nanoseconds min_sample_duration{std::chrono::microseconds(200)};
+  std::uint32_t max_batch = 4096;
+};
+
+struct TimedRun {
+  TimingSummary summary;          // per execution of the sequence, in ns
+  std::uint32_t executions_per_sample = 1;
+  std::uint64_t resolution_ns = 0;  // the finest step seen in the clock's readings
+};
+
+class Device {
+ public:
+  static Result<std::unique_ptr<Device>> open(const RuntimeOptions& options);
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const AdapterInfo& adapter() const;
+  bool has_gpu_timestamps() const;
+  bool has_feature(std::string_view feature) const;
+
+  // Storage buffers can be copied to and from; uniform buffers can be written.
+  Result<Buffer> create_buffer(std::uint64_t size, BufferUsage usage, std::string_view label);
+  Status write_buffer(const Buffer& buffer, std::uint64_t offset,
+                      std::span<const std::byte> bytes);
+  Result<std::vector<std::byte>> read_buffer(const Buffer& buffer, std::uint64_t offset,
+                                             std::uint64_t size);
+
+  // Compiles `wgsl` and builds a compute pipeline whose bind group 0 has `bindings`. A WGSL
+  // error gives "label:line:column: message" for every error the compiler reports.
+  Result<ComputePipeline> create_compute_pipeline(std::string_view wgsl,
+                                                  std::string_view entry_point,
+                                                  std::span<const KernelBinding> bindings,
+                                                  std::string_view label);
+  Result<BindGroup> create_bind_group(const ComputePipeline& pipeline,
+                                      std::span<const BufferBinding> buffers);
+
+  // Encodes each step as a compute pass, submits them as one command buffer, waits for the GPU.
+  Status run(std::span<const DispatchStep> steps);
+  // Times the sequence: GPU timestamps around it when the device has them, else the host clock
+  // around a completed submission.
+  Result<TimedRun> time(std::span<const DispatchStep> steps, const TimingOptions& options);
+
+  // Makes Dawn lose the device, as a driver crash would (for tests of the failure path).
+  void force_loss_for_testing(std::string_view message);
+  // Why the device was lost, once it was.
+  std::optional<std::string> lost_reason() const;
+
+ private:
+  explicit Device(std::shared_ptr<DeviceState> state);
+  std::shared_ptr<DeviceState> state_;
+};
+
+}  // namespace wgsl_forge::gpu

@@ -1,0 +1,109 @@
+#pragma once
+// The state shared by a Device and every object it created: the Dawn handles, the callbacks'
+// records and the helpers that wait for the GPU. Internal to the gpu layer.
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "library.hpp"
+#include "webgpu_abi.hpp"
+#include "wgsl_forge/error.hpp"
+#include "wgsl_forge/gpu.hpp"
+
+namespace wgsl_forge::gpu {
+
+std::string to_string(abi::WGPUStringView view);
+abi::WGPUStringView to_view(std::string_view text);
+
+// Reply of one asynchronous call. Callbacks run inside InstanceProcessEvents on the waiting
+// thread; when a wait times out the record is abandoned and the late callback frees it.
+template <typename Payload>
+struct PendingReply {
+  bool done = false;
+  bool abandoned = false;
+  Payload payload{};
+
+  // Called by the callback with userdata1; returns the record to fill, or null when abandoned
+  // (the record is then deleted).
+  static PendingReply* receive(void* userdata) {
+    auto* reply = static_cast<PendingReply*>(userdata);
+    if (reply->abandoned) {
+      delete reply;
+      return nullptr;
+    }
+    reply->done = true;
+    return reply;
+  }
+};
+
+struct DeviceState : std::enable_shared_from_this<DeviceState> {
+  std::shared_ptr<const WebGpuLibrary> library;
+  const abi::WebGpuFunctions* api = nullptr;
+  abi::WGPUInstance instance = nullptr;
+  abi::WGPUAdapter adapter = nullptr;
+  abi::WGPUDevice device = nullptr;
+  abi::WGPUQueue queue = nullptr;
+  std::chrono::milliseconds wait_timeout{0};
+  AdapterInfo info;
+  bool gpu_timestamps = false;
+
+  // Written by Dawn's spontaneous device-lost callback, possibly from another thread.
+  mutable std::mutex mutex;
+  std::optional<std::string> lost_reason;
+  std::vector<std::string> uncaptured_errors;
+
+  ~DeviceState();
+
+  // An error when the device is lost; otherwise Ok.
+  Status check_alive() const;
+
+  // Processes events until `done()` or the timeout; `what` names the wait in the error.
+  Status wait_until(const std::function<bool()>& done, std::string_view what);
+
+  // Waits for an asynchronous call started by `start(userdata)`; see PendingReply.
+  template <typename Payload>
+  Result<Payload> await(std::string_view what,
+                        const std::function<void(PendingReply<Payload>*)>& start) {
+    auto* reply = new PendingReply<Payload>();
+    start(reply);
+    Status waited = wait_until([reply] { return reply->done; }, what);
+    if (!waited) {
+      reply->abandoned = true;
+      return std::move(waited).error();
+    }
+    Payload payload = std::move(reply->payload);
+    delete reply;
+    return payload;
+  }
+
+  // Runs `operation` inside validation, out-of-memory and internal error scopes; any error it
+  // raised comes back with Dawn's message, with `what` as context.
+  Status capture_errors(std::string_view what, const std::function<void()>& operation);
+
+  // Submits the command buffer and waits until the GPU has finished it.
+  Status submit_and_wait(abi::WGPUCommandBuffer commands, std::string_view what);
+
+  // Records commands with `encode`, then submits them and waits; encoding errors come back as
+  // validation errors with Dawn's message.
+  Status run_encoded(std::string_view what,
+                     const std::function<void(abi::WGPUCommandEncoder)>& encode);
+
+  // Copies `size` bytes of `buffer` from `offset` into host memory.
+  Result<std::vector<std::byte>> read_back(const Buffer& buffer, std::uint64_t offset,
+                                           std::uint64_t size);
+
+  // Durations (ns) of `spans` timed spans of `batch` executions each, from GPU timestamps or
+  // from the host clock around each completed submission.
+  Result<std::vector<std::uint64_t>> timestamp_spans(std::span<const DispatchStep> steps,
+                                                     std::uint32_t batch, std::uint32_t spans);
+  Result<std::vector<std::uint64_t>> host_clock_spans(std::span<const DispatchStep> steps,
+                                                      std::uint32_t batch, std::uint32_t spans);
+};
+
+}  // namespace wgsl_forge::gpu

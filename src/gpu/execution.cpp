@@ -1,0 +1,579 @@
+// Buffers, pipelines, bind groups, dispatch and timing on an open Device.
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <numeric>
+
+#include "device_state.hpp"
+
+namespace wgsl_forge::gpu {
+
+using namespace abi;
+
+namespace {
+
+// Copies and buffer writes move whole 4-byte words; buffers are never empty (a zero-sized
+// binding is invalid), so a buffer holds at least one word.
+std::uint64_t round_up_to_word(std::uint64_t size) { return std::max<std::uint64_t>(4, (size + 3) / 4 * 4); }
+
+std::uint32_t buffer_binding_type(BindingKind kind) {
+  switch (kind) {
+    case BindingKind::kStorageRead:
+      return kBufferBindingTypeReadOnlyStorage;
+    case BindingKind::kStorageReadWrite:
+      return kBufferBindingTypeStorage;
+    case BindingKind::kUniform:
+      return kBufferBindingTypeUniform;
+  }
+  return kBufferBindingTypeStorage;
+}
+
+}  // namespace
+
+Result<WorkgroupGrid> plan_workgroup_grid(std::uint64_t workgroups,
+                                          std::uint32_t max_per_dimension) {
+  if (max_per_dimension == 0) {
+    return Error(ErrorKind::kInvalidInput, "maxComputeWorkgroupsPerDimension is 0.");
+  }
+  if (workgroups <= max_per_dimension) {
+    return WorkgroupGrid{static_cast<std::uint32_t>(workgroups), 1, 1};
+  }
+  std::uint64_t rows = (workgroups + max_per_dimension - 1) / max_per_dimension;
+  if (rows > max_per_dimension) {
+    return Error(ErrorKind::kInvalidInput,
+                 "Workgroup count (" + std::to_string(workgroups) +
+                     ") exceeds maxComputeWorkgroupsPerDimension squared (" +
+                     std::to_string(std::uint64_t{max_per_dimension} * max_per_dimension) + ").");
+  }
+  std::uint64_t columns = (workgroups + rows - 1) / rows;
+  return WorkgroupGrid{static_cast<std::uint32_t>(columns), static_cast<std::uint32_t>(rows), 1};
+}
+
+// --- Resource handles ---------------------------------------------------------------------
+
+Buffer::Buffer(Buffer&& other) noexcept
+    : device_(std::move(other.device_)),
+      handle_(std::exchange(other.handle_, nullptr)),
+      size_(other.size_) {}
+Buffer& Buffer::operator=(Buffer&& other) noexcept {
+  std::swap(device_, other.device_);
+  std::swap(handle_, other.handle_);
+  std::swap(size_, other.size_);
+  return *this;
+}
+Buffer::~Buffer() {
+  if (handle_ != nullptr) {
+    device_->api->BufferDestroy(static_cast<WGPUBuffer>(handle_));
+    device_->api->BufferRelease(static_cast<WGPUBuffer>(handle_));
+  }
+}
+
+ComputePipeline::ComputePipeline(ComputePipeline&& other) noexcept
+    : device_(std::move(other.device_)),
+      pipeline_(std::exchange(other.pipeline_, nullptr)),
+      bind_group_layout_(std::exchange(other.bind_group_layout_, nullptr)),
+      label_(std::move(other.label_)),
+      bindings_(std::move(other.bindings_)) {}
+ComputePipeline& ComputePipeline::operator=(ComputePipeline&& other) noexcept {
+  std::swap(device_, other.device_);
+  std::swap(pipeline_, other.pipeline_);
+  std::swap(bind_group_layout_, other.bind_group_layout_);
+  std::swap(label_, other.label_);
+  std::swap(bindings_, other.bindings_);
+  return *this;
+}
+ComputePipeline::~ComputePipeline() {
+  if (pipeline_ != nullptr) device_->api->ComputePipelineRelease(static_cast<WGPUComputePipeline>(pipeline_));
+  if (bind_group_layout_ != nullptr) {
+    device_->api->BindGroupLayoutRelease(static_cast<WGPUBindGroupLayout>(bind_group_layout_));
+  }
+}
+
+BindGroup::BindGroup(BindGroup&& other) noexcept
+    : device_(std::move(other.device_)), handle_(std::exchange(other.handle_, nullptr)) {}
+BindGroup& BindGroup::operator=(BindGroup&& other) noexcept {
+  std::swap(device_, other.device_);
+  std::swap(handle_, other.handle_);
+  return *this;
+}
+BindGroup::~BindGroup() {
+  if (handle_ != nullptr) device_->api->BindGroupRelease(static_cast<WGPUBindGroup>(handle_));
+}
+
+// --- Buffers ------------------------------------------------------------------------------
+
+Result<Buffer> Device::create_buffer(std::uint64_t size, BufferUsage usage,
+                                     std::string_view label) {
+  const std::uint64_t allocated = round_up_to_word(size);
+  const std::uint64_t limit = state_->info.limits.max_buffer_size;
+  if (allocated > limit) {
+    return Error(ErrorKind::kInvalidInput, "Buffer size (" + std::to_string(allocated) +
+                                               ") exceeds maxBufferSize (" +
+                                               std::to_string(limit) + ").")
+        .with_context("creating buffer " + std::string(label));
+  }
+  WGPUBufferDescriptor descriptor{};
+  descriptor.label = to_view(label);
+  descriptor.size = allocated;
+  descriptor.usage = usage == BufferUsage::kUniform
+                         ? kBufferUsageUniform | kBufferUsageCopyDst
+                         : kBufferUsageStorage | kBufferUsageCopySrc | kBufferUsageCopyDst;
+  WGPUBuffer handle = nullptr;
+  Status created = state_->capture_errors("creating buffer " + std::string(label), [&] {
+    handle = state_->api->DeviceCreateBuffer(state_->device, &descriptor);
+  });
+  Buffer buffer(state_, handle, allocated);  // releases the error buffer on failure
+  if (!created) return std::move(created).error();
+  return buffer;
+}
+
+Status Device::write_buffer(const Buffer& buffer, std::uint64_t offset,
+                            std::span<const std::byte> bytes) {
+  if (offset % 4 != 0 || offset + bytes.size() > buffer.size()) {
+    return Error(ErrorKind::kInvalidInput, "Write of " + std::to_string(bytes.size()) +
+                                               " bytes at offset " + std::to_string(offset) +
+                                               " does not fit a buffer of " +
+                                               std::to_string(buffer.size()) +
+                                               " bytes (offsets are multiples of 4).");
+  }
+  if (bytes.empty()) return state_->check_alive();
+  std::vector<std::byte> padded;
+  std::span<const std::byte> words = bytes;
+  if (bytes.size() % 4 != 0) {
+    padded.assign(bytes.begin(), bytes.end());
+    padded.resize(round_up_to_word(bytes.size()));
+    words = padded;
+  }
+  return state_->capture_errors("writing a buffer", [&] {
+    state_->api->QueueWriteBuffer(state_->queue, static_cast<WGPUBuffer>(buffer.handle()), offset,
+                                  words.data(), words.size());
+  });
+}
+
+Result<std::vector<std::byte>> Device::read_buffer(const Buffer& buffer, std::uint64_t offset,
+                                                   std::uint64_t size) {
+  if (offset % 4 != 0 || offset + size > buffer.size()) {
+    return Error(ErrorKind::kInvalidInput, "Read of " + std::to_string(size) + " bytes at offset " +
+                                               std::to_string(offset) +
+                                               " does not fit a buffer of " +
+                                               std::to_string(buffer.size()) +
+                                               " bytes (offsets are multiples of 4).");
+  }
+  return state_->read_back(buffer, offset, size);
+}
+
+Result<std::vector<std::byte>> DeviceState::read_back(const Buffer& buffer, std::uint64_t offset,
+                                                      std::uint64_t size) {
+  if (size == 0) {
+    if (Status alive = check_alive(); !alive) return std::move(alive).error();
+    return std::vector<std::byte>();
+  }
+  const std::uint64_t copied = round_up_to_word(size);
+  WGPUBufferDescriptor descriptor{};
+  descriptor.label = to_view("readback");
+  descriptor.size = copied;
+  descriptor.usage = kBufferUsageMapRead | kBufferUsageCopyDst;
+  WGPUBuffer staging = nullptr;
+  Status created = capture_errors("creating a readback buffer", [&] {
+    staging = api->DeviceCreateBuffer(device, &descriptor);
+  });
+  Buffer staging_owner(shared_from_this(), staging, copied);
+  if (!created) return std::move(created).error();
+  Status copied_ok = run_encoded("copying a buffer for reading", [&](WGPUCommandEncoder encoder) {
+    api->CommandEncoderCopyBufferToBuffer(encoder, static_cast<WGPUBuffer>(buffer.handle()),
+                                          offset, staging, 0, copied);
+  });
+  if (!copied_ok) return std::move(copied_ok).error();
+  struct MapReply {
+    std::uint32_t status = 0;
+    std::string message;
+  };
+  Result<MapReply> mapped = await<MapReply>(
+      "a buffer to map for reading", [&](PendingReply<MapReply>* pending) {
+        api->BufferMapAsync(
+            staging, kMapModeRead, 0, copied,
+            WGPUCallbackInfo<WGPUBufferMapCallback>{
+                nullptr, kCallbackModeAllowProcessEvents,
+                [](std::uint32_t status, WGPUStringView message, void* userdata1, void*) {
+                  if (auto* r = PendingReply<MapReply>::receive(userdata1)) {
+                    r->payload = MapReply{status, to_string(message)};
+                  }
+                },
+                pending, nullptr});
+      });
+  if (!mapped) return std::move(mapped).error();
+  if (mapped->status != kMapAsyncStatusSuccess) {
+    if (Status alive = check_alive(); !alive) return std::move(alive).error();
+    return Error(ErrorKind::kRuntime, "Mapping a buffer for reading failed (" + mapped->message + ").");
+  }
+  const void* data = api->BufferGetConstMappedRange(staging, 0, copied);
+  if (data == nullptr) {
+    return Error(ErrorKind::kRuntime, "The mapped buffer has no readable range.");
+  }
+  std::vector<std::byte> bytes(size);
+  std::memcpy(bytes.data(), data, size);
+  api->BufferUnmap(staging);
+  return bytes;
+}
+
+Status DeviceState::run_encoded(std::string_view what,
+                                const std::function<void(WGPUCommandEncoder)>& encode) {
+  WGPUCommandBuffer commands = nullptr;
+  Status encoded = capture_errors("encoding " + std::string(what), [&] {
+    WGPUCommandEncoder encoder = api->DeviceCreateCommandEncoder(device, nullptr);
+    encode(encoder);
+    commands = api->CommandEncoderFinish(encoder, nullptr);
+    api->CommandEncoderRelease(encoder);
+  });
+  if (!encoded) {
+    if (commands != nullptr) api->CommandBufferRelease(commands);
+    return encoded;
+  }
+  return submit_and_wait(commands, what);
+}
+
+// --- Pipelines ----------------------------------------------------------------------------
+
+namespace {
+
+struct CompileReply {
+  std::uint32_t status = 0;
+  std::vector<std::string> errors;  // "line:column: message"
+};
+
+Result<CompileReply> compilation_messages(DeviceState& state, WGPUShaderModule module) {
+  return state.await<CompileReply>("the WGSL compiler", [&](PendingReply<CompileReply>* pending) {
+    state.api->ShaderModuleGetCompilationInfo(
+        module, WGPUCallbackInfo<WGPUCompilationInfoCallback>{
+                    nullptr, kCallbackModeAllowProcessEvents,
+                    [](std::uint32_t status, const WGPUCompilationInfo* info, void* userdata1,
+                       void*) {
+                      auto* r = PendingReply<CompileReply>::receive(userdata1);
+                      if (r == nullptr) return;
+                      r->payload.status = status;
+                      if (info == nullptr) return;
+                      for (std::size_t i = 0; i < info->messageCount; ++i) {
+                        const WGPUCompilationMessage& message = info->messages[i];
+                        if (message.type != kCompilationMessageTypeError) continue;
+                        r->payload.errors.push_back(std::to_string(message.lineNum) + ":" +
+                                                    std::to_string(message.linePos) + ": error: " +
+                                                    to_string(message.message));
+                      }
+                    },
+                    pending, nullptr});
+  });
+}
+
+}  // namespace
+
+Result<ComputePipeline> Device::create_compute_pipeline(std::string_view wgsl,
+                                                        std::string_view entry_point,
+                                                        std::span<const KernelBinding> bindings,
+                                                        std::string_view label) {
+  const std::string context = "creating compute pipeline " + std::string(label);
+  for (const KernelBinding& binding : bindings) {
+    if (binding.group != 0) {
+      return Error(ErrorKind::kInvalidInput, "Binding " + binding.name + " is in bind group " +
+                                                 std::to_string(binding.group) +
+                                                 "; kernels use bind group 0 only.")
+          .with_context(context);
+    }
+  }
+  WGPUShaderSourceWGSL source{};
+  source.chain.sType = kSTypeShaderSourceWGSL;
+  source.code = to_view(wgsl);
+  WGPUShaderModuleDescriptor module_descriptor{};
+  module_descriptor.nextInChain = &source.chain;
+  module_descriptor.label = to_view(label);
+  WGPUShaderModule module = nullptr;
+  Status created = state_->capture_errors(context, [&] {
+    module = state_->api->DeviceCreateShaderModule(state_->device, &module_descriptor);
+  });
+  struct ModuleOwner {
+    DeviceState& state;
+    WGPUShaderModule module;
+    ~ModuleOwner() {
+      if (module != nullptr) state.api->ShaderModuleRelease(module);
+    }
+  } module_owner{*state_, module};
+  Result<CompileReply> compiled = compilation_messages(*state_, module);
+  if (!compiled) return std::move(compiled).error().with_context(context);
+  if (!compiled->errors.empty()) {
+    std::string text = "WGSL of " + std::string(label) + " does not compile:";
+    for (const std::string& error : compiled->errors) text += "\n" + std::string(label) + ":" + error;
+    return Error(ErrorKind::kCompilation, text).with_context(context);
+  }
+  if (!created) return std::move(created).error();
+
+  std::vector<WGPUBindGroupLayoutEntry> entries(bindings.size());
+  for (std::size_t i = 0; i < bindings.size(); ++i) {
+    entries[i].binding = bindings[i].binding;
+    entries[i].visibility = kShaderStageCompute;
+    entries[i].buffer.type = buffer_binding_type(bindings[i].kind);
+  }
+  ComputePipeline pipeline;
+  pipeline.device_ = state_;
+  pipeline.label_ = std::string(label);
+  pipeline.bindings_.assign(bindings.begin(), bindings.end());
+  Status built = state_->capture_errors(context, [&] {
+    WGPUBindGroupLayoutDescriptor layout_descriptor{};
+    layout_descriptor.label = to_view(label);
+    layout_descriptor.entryCount = entries.size();
+    layout_descriptor.entries = entries.data();
+    auto layout = state_->api->DeviceCreateBindGroupLayout(state_->device, &layout_descriptor);
+    pipeline.bind_group_layout_ = layout;
+    WGPUPipelineLayoutDescriptor pipeline_layout_descriptor{};
+    pipeline_layout_descriptor.label = to_view(label);
+    pipeline_layout_descriptor.bindGroupLayoutCount = 1;
+    pipeline_layout_descriptor.bindGroupLayouts = &layout;
+    WGPUPipelineLayout pipeline_layout =
+        state_->api->DeviceCreatePipelineLayout(state_->device, &pipeline_layout_descriptor);
+    WGPUComputePipelineDescriptor descriptor{};
+    descriptor.label = to_view(label);
+    descriptor.layout = pipeline_layout;
+    descriptor.compute.module = module;
+    descriptor.compute.entryPoint = to_view(entry_point);
+    pipeline.pipeline_ = state_->api->DeviceCreateComputePipeline(state_->device, &descriptor);
+    state_->api->PipelineLayoutRelease(pipeline_layout);
+  });
+  if (!built) return std::move(built).error();
+  return pipeline;
+}
+
+Result<BindGroup> Device::create_bind_group(const ComputePipeline& pipeline,
+                                            std::span<const BufferBinding> buffers) {
+  const std::string context = "binding buffers to " + pipeline.label();
+  std::vector<WGPUBindGroupEntry> entries;
+  for (const KernelBinding& binding : pipeline.bindings()) {
+    auto it = std::find_if(buffers.begin(), buffers.end(), [&](const BufferBinding& buffer) {
+      return buffer.binding == binding.binding;
+    });
+    if (it == buffers.end() || it->buffer == nullptr) {
+      return Error(ErrorKind::kInvalidInput, "No buffer is given for binding " +
+                                                 std::to_string(binding.binding) + " (" +
+                                                 binding.name + ").")
+          .with_context(context);
+    }
+    WGPUBindGroupEntry entry{};
+    entry.binding = binding.binding;
+    entry.buffer = static_cast<WGPUBuffer>(it->buffer->handle());
+    entry.offset = it->offset;
+    entry.size = it->size.value_or(kWholeSize);
+    entries.push_back(entry);
+  }
+  BindGroup group;
+  group.device_ = state_;
+  Status created = state_->capture_errors(context, [&] {
+    WGPUBindGroupDescriptor descriptor{};
+    descriptor.label = to_view(pipeline.label());
+    descriptor.layout = static_cast<WGPUBindGroupLayout>(pipeline.bind_group_layout_);
+    descriptor.entryCount = entries.size();
+    descriptor.entries = entries.data();
+    group.handle_ = state_->api->DeviceCreateBindGroup(state_->device, &descriptor);
+  });
+  if (!created) return std::move(created).error();
+  return group;
+}
+
+// --- Dispatch and timing -------------------------------------------------------------------
+
+namespace {
+
+// Where the timestamps of one timed span go: pass `first` of the span writes `begin`, pass
+// `last` writes `end` (indices into the query set).
+struct TimestampSpan {
+  WGPUQuerySet query_set = nullptr;
+  std::uint32_t begin = 0;
+  std::uint32_t end = 0;
+};
+
+// Encodes `repetitions` back-to-back executions of `steps`, one compute pass per step.
+void encode_steps(const WebGpuFunctions& api, WGPUCommandEncoder encoder,
+                  std::span<const DispatchStep> steps, std::uint32_t repetitions,
+                  const std::optional<TimestampSpan>& span) {
+  const std::size_t total = steps.size() * repetitions;
+  for (std::size_t index = 0; index < total; ++index) {
+    const DispatchStep& step = steps[index % steps.size()];
+    WGPUPassTimestampWrites writes{nullptr, nullptr, kQuerySetIndexUndefined,
+                                   kQuerySetIndexUndefined};
+    WGPUComputePassDescriptor descriptor{};
+    if (span && (index == 0 || index + 1 == total)) {
+      writes.querySet = span->query_set;
+      if (index == 0) writes.beginningOfPassWriteIndex = span->begin;
+      if (index + 1 == total) writes.endOfPassWriteIndex = span->end;
+      descriptor.timestampWrites = &writes;
+    }
+    WGPUComputePassEncoder pass = api.CommandEncoderBeginComputePass(encoder, &descriptor);
+    api.ComputePassEncoderSetPipeline(pass, static_cast<WGPUComputePipeline>(step.pipeline->handle()));
+    api.ComputePassEncoderSetBindGroup(pass, 0, static_cast<WGPUBindGroup>(step.bind_group->handle()), 0, nullptr);
+    api.ComputePassEncoderDispatchWorkgroups(pass, step.grid.x, step.grid.y, step.grid.z);
+    api.ComputePassEncoderEnd(pass);
+    api.ComputePassEncoderRelease(pass);
+  }
+}
+
+Status check_steps(std::span<const DispatchStep> steps) {
+  if (steps.empty()) return Error(ErrorKind::kInvalidInput, "No dispatch steps to run.");
+  for (const DispatchStep& step : steps) {
+    if (step.pipeline == nullptr || step.bind_group == nullptr) {
+      return Error(ErrorKind::kInvalidInput, "A dispatch step has no pipeline or bind group.");
+    }
+  }
+  return Ok{};
+}
+
+std::uint64_t gcd_all(std::span<const std::uint64_t> values) {
+  std::uint64_t result = 0;
+  for (std::uint64_t value : values) result = std::gcd(result, value);
+  return result;
+}
+
+}  // namespace
+
+Status Device::run(std::span<const DispatchStep> steps) {
+  if (Status valid = check_steps(steps); !valid) return valid;
+  return state_->run_encoded("a dispatch of " + steps.front().pipeline->label(),
+                             [&](WGPUCommandEncoder encoder) {
+                               encode_steps(*state_->api, encoder, steps, 1, std::nullopt);
+                             });
+}
+
+namespace {
+
+// Reads the clock's finest step: the smallest non-zero difference between successive readings.
+std::uint64_t host_clock_resolution_ns() {
+  using Clock = std::chrono::steady_clock;
+  std::uint64_t finest = UINT64_MAX;
+  for (int i = 0; i < 1000; ++i) {
+    Clock::time_point first = Clock::now();
+    Clock::time_point next = Clock::now();
+    while (next == first) next = Clock::now();
+    finest = std::min<std::uint64_t>(
+        finest, static_cast<std::uint64_t>(
+                    std::chrono::duration_cast<std::chrono::nanoseconds>(next - first).count()));
+  }
+  return finest;
+}
+
+}  // namespace
+
+Result<std::vector<std::uint64_t>> DeviceState::timestamp_spans(
+    std::span<const DispatchStep> steps, std::uint32_t batch, std::uint32_t spans) {
+  const std::string what = "timing " + steps.front().pipeline->label();
+  WGPUQuerySetDescriptor query_descriptor{};
+  query_descriptor.label = to_view("timestamps");
+  query_descriptor.type = kQueryTypeTimestamp;
+  query_descriptor.count = 2 * spans;
+  WGPUQuerySet query_set = nullptr;
+  WGPUBuffer resolved = nullptr;
+  const std::uint64_t bytes = std::uint64_t{2} * spans * sizeof(std::uint64_t);
+  Status created = capture_errors(what, [&] {
+    query_set = api->DeviceCreateQuerySet(device, &query_descriptor);
+    WGPUBufferDescriptor descriptor{};
+    descriptor.label = to_view("resolved timestamps");
+    descriptor.size = bytes;
+    descriptor.usage = kBufferUsageQueryResolve | kBufferUsageCopySrc;
+    resolved = api->DeviceCreateBuffer(device, &descriptor);
+  });
+  struct QuerySetOwner {
+    const WebGpuFunctions& api;
+    WGPUQuerySet query_set;
+    ~QuerySetOwner() {
+      if (query_set != nullptr) {
+        api.QuerySetDestroy(query_set);
+        api.QuerySetRelease(query_set);
+      }
+    }
+  } query_set_owner{*api, query_set};
+  Buffer resolved_owner(shared_from_this(), resolved, bytes);
+  if (!created) return std::move(created).error();
+  Status ran = run_encoded(what, [&](WGPUCommandEncoder encoder) {
+    for (std::uint32_t span = 0; span < spans; ++span) {
+      encode_steps(*api, encoder, steps, batch, TimestampSpan{query_set, 2 * span, 2 * span + 1});
+    }
+    api->CommandEncoderResolveQuerySet(encoder, query_set, 0, 2 * spans, resolved, 0);
+  });
+  if (!ran) return std::move(ran).error();
+  Result<std::vector<std::byte>> raw = read_back(resolved_owner, 0, bytes);
+  if (!raw) return std::move(raw).error();
+  std::vector<std::uint64_t> stamps(2 * spans);
+  std::memcpy(stamps.data(), raw->data(), bytes);
+  std::vector<std::uint64_t> durations;
+  for (std::uint32_t span = 0; span < spans; ++span) {
+    std::uint64_t begin = stamps[2 * span];
+    std::uint64_t end = stamps[2 * span + 1];
+    if (end < begin) {
+      return Error(ErrorKind::kRuntime, "GPU timestamps went backwards (" + std::to_string(begin) +
+                                            " then " + std::to_string(end) + ").")
+          .with_context(what);
+    }
+    durations.push_back(end - begin);
+  }
+  return durations;
+}
+
+Result<std::vector<std::uint64_t>> DeviceState::host_clock_spans(
+    std::span<const DispatchStep> steps, std::uint32_t batch, std::uint32_t spans) {
+  const std::string what = "timing " + steps.front().pipeline->label();
+  std::vector<std::uint64_t> durations;
+  for (std::uint32_t span = 0; span < spans; ++span) {
+    WGPUCommandBuffer commands = nullptr;
+    Status encoded = capture_errors(what, [&] {
+      WGPUCommandEncoder encoder = api->DeviceCreateCommandEncoder(device, nullptr);
+      encode_steps(*api, encoder, steps, batch, std::nullopt);
+      commands = api->CommandEncoderFinish(encoder, nullptr);
+      api->CommandEncoderRelease(encoder);
+    });
+    if (!encoded) {
+      api->CommandBufferRelease(commands);
+      return std::move(encoded).error();
+    }
+    auto start = std::chrono::steady_clock::now();
+    if (Status done = submit_and_wait(commands, what); !done) return std::move(done).error();
+    auto elapsed = std::chrono::steady_clock::now() - start;
+    durations.push_back(static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count()));
+  }
+  return durations;
+}
+
+Result<TimedRun> Device::time(std::span<const DispatchStep> steps, const TimingOptions& options) {
+  if (Status valid = check_steps(steps); !valid) return std::move(valid).error();
+  if (options.samples == 0) {
+    return Error(ErrorKind::kInvalidInput, "Timing needs at least one sample (got 0).");
+  }
+  const bool gpu = state_->gpu_timestamps;
+  auto measure = [&](std::uint32_t batch, std::uint32_t spans) {
+    return gpu ? state_->timestamp_spans(steps, batch, spans)
+               : state_->host_clock_spans(steps, batch, spans);
+  };
+  for (std::uint32_t i = 0; i < options.warmup_runs; ++i) {
+    if (Status warm = run(steps); !warm) return std::move(warm).error();
+  }
+  // Calibrate: how many executions make a sample last min_sample_duration.
+  Result<std::vector<std::uint64_t>> calibration = measure(1, 3);
+  if (!calibration) return std::move(calibration).error();
+  std::uint64_t single = std::max<std::uint64_t>(1, *std::min_element(calibration->begin(), calibration->end()));
+  const auto target = static_cast<std::uint64_t>(options.min_sample_duration.count());
+  const auto batch = static_cast<std::uint32_t>(
+      std::clamp<std::uint64_t>((target + single - 1) / single, 1, std::max(1u, options.max_batch)));
+
+  Result<std::vector<std::uint64_t>> spans = measure(batch, options.samples);
+  if (!spans) return std::move(spans).error();
+  std::vector<std::uint64_t> per_execution;
+  for (std::uint64_t span : *spans) per_execution.push_back((span + batch / 2) / batch);
+
+  TimedRun timed;
+  timed.executions_per_sample = batch;
+  std::vector<std::uint64_t> all_spans = *calibration;
+  all_spans.insert(all_spans.end(), spans->begin(), spans->end());
+  timed.resolution_ns = gpu ? gcd_all(all_spans) : host_clock_resolution_ns();
+  Result<TimingSummary> summary = TimingSummary::from_samples(
+      gpu ? TimingSource::kGpuTimestamp : TimingSource::kHostClock, per_execution);
+  if (!summary) return std::move(summary).error();
+  timed.summary = *summary;
+  return timed;
+}
+
+}  // namespace wgsl_forge::gpu
