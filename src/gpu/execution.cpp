@@ -297,6 +297,10 @@ Result<ComputePipeline> Device::create_compute_pipeline(std::string_view wgsl,
       if (module != nullptr) state.api->ShaderModuleRelease(module);
     }
   } module_owner{*state_, module};
+  if (module == nullptr) {
+    if (!created) return std::move(created).error();
+    return Error(ErrorKind::kRuntime, "Dawn returned no shader module.").with_context(context);
+  }
   Result<CompileReply> compiled = compilation_messages(*state_, module);
   if (!compiled) return std::move(compiled).error().with_context(context);
   if (!compiled->errors.empty()) {

@@ -9,8 +9,10 @@
 //   - strings are WGPUStringView {data, length}; WGPU_STRLEN (SIZE_MAX) means NUL-terminated;
 //   - callbacks come in *CallbackInfo structs with mode, userdata1 and userdata2;
 //   - the queue-work-done callback takes (status, message, userdata1, userdata2);
-//   - feature numbers: CoreFeaturesAndLimits 0x1, TimestampQuery 0x9, ShaderF16 0xB,
-//     Subgroups 0x12;
+//   - feature numbers follow the header revision of early 2025, not the current one:
+//     TimestampQuery 0x3, ShaderF16 0xA, Subgroups 0x11, CoreFeaturesAndLimits 0x12 (with the
+//     current numbers, 0x9 asks for IndirectFirstInstance and timestamp queries then fail
+//     validation; tests/gpu/runtime_test.cpp checks each feature by using it);
 //   - WGPULimits: chained pointer, then the limits in the standard order. Dawn may know more
 //     trailing limits than we declare, so limits are always read into LimitsStorage, which leaves
 //     room for them.
@@ -109,10 +111,9 @@ enum : std::uint32_t {
   kPowerPreferenceLowPower = 0x00000001,
   kPowerPreferenceHighPerformance = 0x00000002,
 
-  kFeatureCoreFeaturesAndLimits = 0x00000001,
-  kFeatureTimestampQuery = 0x00000009,
-  kFeatureShaderF16 = 0x0000000B,
-  kFeatureSubgroups = 0x00000012,
+  kFeatureTimestampQuery = 0x00000003,
+  kFeatureShaderF16 = 0x0000000A,
+  kFeatureSubgroups = 0x00000011,
 
   kBufferBindingTypeUniform = 0x00000002,
   kBufferBindingTypeStorage = 0x00000003,
