@@ -66,12 +66,13 @@ struct AdapterInfo {
   std::string description;
   std::uint32_t subgroup_min_size = 0;
   std::uint32_t subgroup_max_size = 0;
-  AdapterLimits limits;                // the device's limits (requested as the adapter's own)
-  std::vector<std::string> features;   // of the device: "timestamp-query", "subgroups", ...
-  std::vector<std::string> toggles;    // Dawn toggles in force, e.g. "disabled:timestamp_quantization"
+  AdapterLimits limits;               // the device's limits (requested as the adapter's own)
+  std::vector<std::string> features;  // of the device: "timestamp-query", "subgroups", ...
+  std::vector<std::string>
+      toggles;  // Dawn toggles in force, e.g. "disabled:timestamp_quantization"
   std::filesystem::path library_path;
-  std::string library_blake3;          // BLAKE3 of the webgpu.h library file: the Dawn build
-  std::string topology_hash;           // see compute_topology_hash()
+  std::string library_blake3;  // BLAKE3 of the webgpu.h library file: the Dawn build
+  std::string topology_hash;   // see compute_topology_hash()
 };
 
 // BLAKE3 over the canonical JSON of everything that can change a tuning winner: the identity
@@ -177,7 +178,7 @@ struct TimingOptions {
 };
 
 struct TimedRun {
-  TimingSummary summary;          // per execution of the sequence, in ns
+  TimingSummary summary;  // per execution of the sequence, in ns
   std::uint32_t executions_per_sample = 1;
   std::uint64_t resolution_ns = 0;  // the finest step seen in the clock's readings
 };
@@ -195,8 +196,7 @@ class Device {
 
   // Storage buffers can be copied to and from; uniform buffers can be written.
   Result<Buffer> create_buffer(std::uint64_t size, BufferUsage usage, std::string_view label);
-  Status write_buffer(const Buffer& buffer, std::uint64_t offset,
-                      std::span<const std::byte> bytes);
+  Status write_buffer(const Buffer& buffer, std::uint64_t offset, std::span<const std::byte> bytes);
   Result<std::vector<std::byte>> read_buffer(const Buffer& buffer, std::uint64_t offset,
                                              std::uint64_t size);
 

@@ -17,12 +17,14 @@ void print_adapter(const gpu::AdapterInfo& info) {
     return std::string(text);
   };
   std::string features;
-  for (const std::string& feature : info.features) features += (features.empty() ? "" : ", ") + feature;
+  for (const std::string& feature : info.features)
+    features += (features.empty() ? "" : ", ") + feature;
   std::cout << "adapter:       " << info.identity.name << "\n"
             << "vendor/device: " << hex(info.identity.vendor) << " / " << hex(info.identity.device)
-            << " (" << info.vendor_name << (info.architecture.empty() ? "" : ", " + info.architecture)
-            << ")\n"
-            << "type:          " << info.identity.device_type << " on " << info.identity.backend << "\n"
+            << " (" << info.vendor_name
+            << (info.architecture.empty() ? "" : ", " + info.architecture) << ")\n"
+            << "type:          " << info.identity.device_type << " on " << info.identity.backend
+            << "\n"
             << "driver:        " << info.identity.driver << " " << info.identity.driver_info << "\n"
             << "subgroups:     " << info.subgroup_min_size << ".." << info.subgroup_max_size << "\n"
             << "features:      " << (features.empty() ? "(none)" : features) << "\n"

@@ -164,8 +164,8 @@ Result<WGPUAdapter> request_adapter(DeviceState& state, const RuntimeOptions& op
     WGPUAdapter adapter = nullptr;
     std::string message;
   };
-  Result<AdapterReply> reply = state.await<AdapterReply>(
-      "an adapter", [&](PendingReply<AdapterReply>* pending) {
+  Result<AdapterReply> reply =
+      state.await<AdapterReply>("an adapter", [&](PendingReply<AdapterReply>* pending) {
         state.api->InstanceRequestAdapter(
             state.instance, &adapter_options,
             WGPUCallbackInfo<WGPURequestAdapterCallback>{
@@ -200,8 +200,8 @@ void on_device_lost(const WGPUDevice*, std::uint32_t reason, WGPUStringView mess
   }
 }
 
-void on_uncaptured_error(const WGPUDevice*, std::uint32_t, WGPUStringView message,
-                         void* userdata1, void*) {
+void on_uncaptured_error(const WGPUDevice*, std::uint32_t, WGPUStringView message, void* userdata1,
+                         void*) {
   auto* state = static_cast<DeviceState*>(userdata1);
   std::lock_guard lock(state->mutex);
   state->uncaptured_errors.push_back(to_string(message));
@@ -215,10 +215,11 @@ Status request_device(DeviceState& state, const RuntimeOptions& options) {
   std::vector<std::uint32_t> features;
   for (const KnownFeature& feature : kUsefulFeatures) {
     if (feature.value == kFeatureTimestampQuery && !options.gpu_timestamps) continue;
-    if (state.api->AdapterHasFeature(state.adapter, feature.value)) features.push_back(feature.value);
+    if (state.api->AdapterHasFeature(state.adapter, feature.value))
+      features.push_back(feature.value);
   }
-  const bool timestamps = std::find(features.begin(), features.end(), kFeatureTimestampQuery) !=
-                          features.end();
+  const bool timestamps =
+      std::find(features.begin(), features.end(), kFeatureTimestampQuery) != features.end();
   // Dawn rounds timestamps down to 65.536 us unless this toggle is off; the toggle is part of the
   // topology hash, so timings taken with and without it are never mixed.
   static const char* const kDisabledToggles[] = {"timestamp_quantization"};
@@ -242,14 +243,14 @@ Status request_device(DeviceState& state, const RuntimeOptions& options) {
     WGPUDevice device = nullptr;
     std::string message;
   };
-  Result<DeviceReply> reply = state.await<DeviceReply>(
-      "a device", [&](PendingReply<DeviceReply>* pending) {
+  Result<DeviceReply> reply =
+      state.await<DeviceReply>("a device", [&](PendingReply<DeviceReply>* pending) {
         state.api->AdapterRequestDevice(
             state.adapter, &descriptor,
             WGPUCallbackInfo<WGPURequestDeviceCallback>{
                 nullptr, kCallbackModeAllowProcessEvents,
-                [](std::uint32_t status, WGPUDevice device, WGPUStringView message,
-                   void* userdata1, void*) {
+                [](std::uint32_t status, WGPUDevice device, WGPUStringView message, void* userdata1,
+                   void*) {
                   if (auto* r = PendingReply<DeviceReply>::receive(userdata1)) {
                     r->payload = DeviceReply{status, device, to_string(message)};
                   }
@@ -258,8 +259,8 @@ Status request_device(DeviceState& state, const RuntimeOptions& options) {
       });
   if (!reply) return std::move(reply).error();
   if (reply->status != kRequestDeviceStatusSuccess || reply->device == nullptr) {
-    return Error(ErrorKind::kRuntime, "The adapter refused to create a device (Dawn: " +
-                                          reply->message + ").");
+    return Error(ErrorKind::kRuntime,
+                 "The adapter refused to create a device (Dawn: " + reply->message + ").");
   }
   state.device = reply->device;
   state.queue = state.api->DeviceGetQueue(state.device);
@@ -293,7 +294,8 @@ Status describe(DeviceState& state) {
   }
   info.limits = convert_limits(device_limits.limits);
   for (const KnownFeature& feature : kUsefulFeatures) {
-    if (state.api->DeviceHasFeature(state.device, feature.value)) info.features.push_back(feature.name);
+    if (state.api->DeviceHasFeature(state.device, feature.value))
+      info.features.push_back(feature.name);
   }
   info.library_path = state.library->path();
   info.library_blake3 = state.library->blake3();
@@ -330,8 +332,8 @@ Result<std::unique_ptr<Device>> Device::open(const RuntimeOptions& options) {
   state->wait_timeout = options.wait_timeout;
   state->instance = state->api->CreateInstance(nullptr);
   if (state->instance == nullptr) {
-    return Error(ErrorKind::kRuntime, "The WebGPU library " + path->string() +
-                                          " could not create an instance.");
+    return Error(ErrorKind::kRuntime,
+                 "The WebGPU library " + path->string() + " could not create an instance.");
   }
   Result<WGPUAdapter> adapter = request_adapter(*state, options);
   if (!adapter) return std::move(adapter).error();

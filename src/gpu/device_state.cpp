@@ -49,8 +49,8 @@ Status DeviceState::wait_until(const std::function<bool()>& done, std::string_vi
     Clock::time_point now = Clock::now();
     if (now >= deadline) {
       return Error(ErrorKind::kRuntime,
-                   "Timed out after " + std::to_string(wait_timeout.count()) +
-                       " ms waiting for " + std::string(what) +
+                   "Timed out after " + std::to_string(wait_timeout.count()) + " ms waiting for " +
+                       std::string(what) +
                        " (the GPU did not answer; a kernel may run far too long or hang).");
     }
     // Spin briefly for short waits (keeps host-clock timing tight), then sleep.
@@ -112,9 +112,9 @@ Status DeviceState::capture_errors(std::string_view what, const std::function<vo
   operation();
   auto* reply = new PendingReply<ScopeErrors>();
   for (int i = 0; i < 3; ++i) {
-    api->DevicePopErrorScope(device, WGPUCallbackInfo<WGPUPopErrorScopeCallback>{
-                                         nullptr, kCallbackModeAllowProcessEvents,
-                                         &on_pop_error_scope, reply, nullptr});
+    api->DevicePopErrorScope(
+        device, WGPUCallbackInfo<WGPUPopErrorScopeCallback>{
+                    nullptr, kCallbackModeAllowProcessEvents, &on_pop_error_scope, reply, nullptr});
   }
   Status waited = wait_until([reply] { return reply->done; }, "the device's error scopes");
   if (!waited) {
@@ -140,8 +140,8 @@ Status DeviceState::submit_and_wait(WGPUCommandBuffer commands, std::string_view
     std::uint32_t status = 0;
     std::string message;
   };
-  Result<WorkDone> done = await<WorkDone>(
-      "the GPU to finish " + std::string(what), [&](PendingReply<WorkDone>* reply) {
+  Result<WorkDone> done =
+      await<WorkDone>("the GPU to finish " + std::string(what), [&](PendingReply<WorkDone>* reply) {
         api->QueueOnSubmittedWorkDone(
             queue, WGPUCallbackInfo<WGPUQueueWorkDoneCallback>{
                        nullptr, kCallbackModeAllowProcessEvents,
@@ -154,9 +154,10 @@ Status DeviceState::submit_and_wait(WGPUCommandBuffer commands, std::string_view
       });
   if (!done) return std::move(done).error();
   if (done->status != kQueueWorkDoneStatusSuccess) {
-    if (Status alive = check_alive(); !alive) return std::move(alive).error().with_context(std::string(what));
-    return Error(ErrorKind::kRuntime, "The GPU did not finish " + std::string(what) + " (" +
-                                          done->message + ").");
+    if (Status alive = check_alive(); !alive)
+      return std::move(alive).error().with_context(std::string(what));
+    return Error(ErrorKind::kRuntime,
+                 "The GPU did not finish " + std::string(what) + " (" + done->message + ").");
   }
   return check_alive();
 }

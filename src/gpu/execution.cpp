@@ -15,7 +15,9 @@ namespace {
 
 // Copies and buffer writes move whole 4-byte words; buffers are never empty (a zero-sized
 // binding is invalid), so a buffer holds at least one word.
-std::uint64_t round_up_to_word(std::uint64_t size) { return std::max<std::uint64_t>(4, (size + 3) / 4 * 4); }
+std::uint64_t round_up_to_word(std::uint64_t size) {
+  return std::max<std::uint64_t>(4, (size + 3) / 4 * 4);
+}
 
 std::uint32_t buffer_binding_type(BindingKind kind) {
   switch (kind) {
@@ -84,7 +86,8 @@ ComputePipeline& ComputePipeline::operator=(ComputePipeline&& other) noexcept {
   return *this;
 }
 ComputePipeline::~ComputePipeline() {
-  if (pipeline_ != nullptr) device_->api->ComputePipelineRelease(static_cast<WGPUComputePipeline>(pipeline_));
+  if (pipeline_ != nullptr)
+    device_->api->ComputePipelineRelease(static_cast<WGPUComputePipeline>(pipeline_));
   if (bind_group_layout_ != nullptr) {
     device_->api->BindGroupLayoutRelease(static_cast<WGPUBindGroupLayout>(bind_group_layout_));
   }
@@ -109,8 +112,8 @@ Result<Buffer> Device::create_buffer(std::uint64_t size, BufferUsage usage,
   const std::uint64_t limit = state_->info.limits.max_buffer_size;
   if (allocated > limit) {
     return Error(ErrorKind::kInvalidInput, "Buffer size (" + std::to_string(allocated) +
-                                               ") exceeds maxBufferSize (" +
-                                               std::to_string(limit) + ").")
+                                               ") exceeds maxBufferSize (" + std::to_string(limit) +
+                                               ").")
         .with_context("creating buffer " + std::string(label));
   }
   WGPUBufferDescriptor descriptor{};
@@ -131,11 +134,10 @@ Result<Buffer> Device::create_buffer(std::uint64_t size, BufferUsage usage,
 Status Device::write_buffer(const Buffer& buffer, std::uint64_t offset,
                             std::span<const std::byte> bytes) {
   if (offset % 4 != 0 || offset + bytes.size() > buffer.size()) {
-    return Error(ErrorKind::kInvalidInput, "Write of " + std::to_string(bytes.size()) +
-                                               " bytes at offset " + std::to_string(offset) +
-                                               " does not fit a buffer of " +
-                                               std::to_string(buffer.size()) +
-                                               " bytes (offsets are multiples of 4).");
+    return Error(ErrorKind::kInvalidInput,
+                 "Write of " + std::to_string(bytes.size()) + " bytes at offset " +
+                     std::to_string(offset) + " does not fit a buffer of " +
+                     std::to_string(buffer.size()) + " bytes (offsets are multiples of 4).");
   }
   if (bytes.empty()) return state_->check_alive();
   std::vector<std::byte> padded;
@@ -154,11 +156,10 @@ Status Device::write_buffer(const Buffer& buffer, std::uint64_t offset,
 Result<std::vector<std::byte>> Device::read_buffer(const Buffer& buffer, std::uint64_t offset,
                                                    std::uint64_t size) {
   if (offset % 4 != 0 || offset + size > buffer.size()) {
-    return Error(ErrorKind::kInvalidInput, "Read of " + std::to_string(size) + " bytes at offset " +
-                                               std::to_string(offset) +
-                                               " does not fit a buffer of " +
-                                               std::to_string(buffer.size()) +
-                                               " bytes (offsets are multiples of 4).");
+    return Error(ErrorKind::kInvalidInput,
+                 "Read of " + std::to_string(size) + " bytes at offset " + std::to_string(offset) +
+                     " does not fit a buffer of " + std::to_string(buffer.size()) +
+                     " bytes (offsets are multiples of 4).");
   }
   return state_->read_back(buffer, offset, size);
 }
@@ -175,22 +176,21 @@ Result<std::vector<std::byte>> DeviceState::read_back(const Buffer& buffer, std:
   descriptor.size = copied;
   descriptor.usage = kBufferUsageMapRead | kBufferUsageCopyDst;
   WGPUBuffer staging = nullptr;
-  Status created = capture_errors("creating a readback buffer", [&] {
-    staging = api->DeviceCreateBuffer(device, &descriptor);
-  });
+  Status created = capture_errors("creating a readback buffer",
+                                  [&] { staging = api->DeviceCreateBuffer(device, &descriptor); });
   Buffer staging_owner(shared_from_this(), staging, copied);
   if (!created) return std::move(created).error();
   Status copied_ok = run_encoded("copying a buffer for reading", [&](WGPUCommandEncoder encoder) {
-    api->CommandEncoderCopyBufferToBuffer(encoder, static_cast<WGPUBuffer>(buffer.handle()),
-                                          offset, staging, 0, copied);
+    api->CommandEncoderCopyBufferToBuffer(encoder, static_cast<WGPUBuffer>(buffer.handle()), offset,
+                                          staging, 0, copied);
   });
   if (!copied_ok) return std::move(copied_ok).error();
   struct MapReply {
     std::uint32_t status = 0;
     std::string message;
   };
-  Result<MapReply> mapped = await<MapReply>(
-      "a buffer to map for reading", [&](PendingReply<MapReply>* pending) {
+  Result<MapReply> mapped =
+      await<MapReply>("a buffer to map for reading", [&](PendingReply<MapReply>* pending) {
         api->BufferMapAsync(
             staging, kMapModeRead, 0, copied,
             WGPUCallbackInfo<WGPUBufferMapCallback>{
@@ -205,7 +205,8 @@ Result<std::vector<std::byte>> DeviceState::read_back(const Buffer& buffer, std:
   if (!mapped) return std::move(mapped).error();
   if (mapped->status != kMapAsyncStatusSuccess) {
     if (Status alive = check_alive(); !alive) return std::move(alive).error();
-    return Error(ErrorKind::kRuntime, "Mapping a buffer for reading failed (" + mapped->message + ").");
+    return Error(ErrorKind::kRuntime,
+                 "Mapping a buffer for reading failed (" + mapped->message + ").");
   }
   const void* data = api->BufferGetConstMappedRange(staging, 0, copied);
   if (data == nullptr) {
@@ -245,23 +246,23 @@ struct CompileReply {
 Result<CompileReply> compilation_messages(DeviceState& state, WGPUShaderModule module) {
   return state.await<CompileReply>("the WGSL compiler", [&](PendingReply<CompileReply>* pending) {
     state.api->ShaderModuleGetCompilationInfo(
-        module, WGPUCallbackInfo<WGPUCompilationInfoCallback>{
-                    nullptr, kCallbackModeAllowProcessEvents,
-                    [](std::uint32_t status, const WGPUCompilationInfo* info, void* userdata1,
-                       void*) {
-                      auto* r = PendingReply<CompileReply>::receive(userdata1);
-                      if (r == nullptr) return;
-                      r->payload.status = status;
-                      if (info == nullptr) return;
-                      for (std::size_t i = 0; i < info->messageCount; ++i) {
-                        const WGPUCompilationMessage& message = info->messages[i];
-                        if (message.type != kCompilationMessageTypeError) continue;
-                        r->payload.errors.push_back(std::to_string(message.lineNum) + ":" +
-                                                    std::to_string(message.linePos) + ": error: " +
-                                                    to_string(message.message));
-                      }
-                    },
-                    pending, nullptr});
+        module,
+        WGPUCallbackInfo<WGPUCompilationInfoCallback>{
+            nullptr, kCallbackModeAllowProcessEvents,
+            [](std::uint32_t status, const WGPUCompilationInfo* info, void* userdata1, void*) {
+              auto* r = PendingReply<CompileReply>::receive(userdata1);
+              if (r == nullptr) return;
+              r->payload.status = status;
+              if (info == nullptr) return;
+              for (std::size_t i = 0; i < info->messageCount; ++i) {
+                const WGPUCompilationMessage& message = info->messages[i];
+                if (message.type != kCompilationMessageTypeError) continue;
+                r->payload.errors.push_back(std::to_string(message.lineNum) + ":" +
+                                            std::to_string(message.linePos) +
+                                            ": error: " + to_string(message.message));
+              }
+            },
+            pending, nullptr});
   });
 }
 
@@ -305,7 +306,8 @@ Result<ComputePipeline> Device::create_compute_pipeline(std::string_view wgsl,
   if (!compiled) return std::move(compiled).error().with_context(context);
   if (!compiled->errors.empty()) {
     std::string text = "WGSL of " + std::string(label) + " does not compile:";
-    for (const std::string& error : compiled->errors) text += "\n" + std::string(label) + ":" + error;
+    for (const std::string& error : compiled->errors)
+      text += "\n" + std::string(label) + ":" + error;
     return Error(ErrorKind::kCompilation, text).with_context(context);
   }
   if (!created) return std::move(created).error();
@@ -409,8 +411,10 @@ void encode_steps(const WebGpuFunctions& api, WGPUCommandEncoder encoder,
       descriptor.timestampWrites = &writes;
     }
     WGPUComputePassEncoder pass = api.CommandEncoderBeginComputePass(encoder, &descriptor);
-    api.ComputePassEncoderSetPipeline(pass, static_cast<WGPUComputePipeline>(step.pipeline->handle()));
-    api.ComputePassEncoderSetBindGroup(pass, 0, static_cast<WGPUBindGroup>(step.bind_group->handle()), 0, nullptr);
+    api.ComputePassEncoderSetPipeline(pass,
+                                      static_cast<WGPUComputePipeline>(step.pipeline->handle()));
+    api.ComputePassEncoderSetBindGroup(
+        pass, 0, static_cast<WGPUBindGroup>(step.bind_group->handle()), 0, nullptr);
     api.ComputePassEncoderDispatchWorkgroups(pass, step.grid.x, step.grid.y, step.grid.z);
     api.ComputePassEncoderEnd(pass);
     api.ComputePassEncoderRelease(pass);
@@ -462,8 +466,9 @@ std::uint64_t host_clock_resolution_ns() {
 
 }  // namespace
 
-Result<std::vector<std::uint64_t>> DeviceState::timestamp_spans(
-    std::span<const DispatchStep> steps, std::uint32_t batch, std::uint32_t spans) {
+Result<std::vector<std::uint64_t>> DeviceState::timestamp_spans(std::span<const DispatchStep> steps,
+                                                                std::uint32_t batch,
+                                                                std::uint32_t spans) {
   const std::string what = "timing " + steps.front().pipeline->label();
   WGPUQuerySetDescriptor query_descriptor{};
   query_descriptor.label = to_view("timestamps");
@@ -558,10 +563,11 @@ Result<TimedRun> Device::time(std::span<const DispatchStep> steps, const TimingO
   // Calibrate: how many executions make a sample last min_sample_duration.
   Result<std::vector<std::uint64_t>> calibration = measure(1, 3);
   if (!calibration) return std::move(calibration).error();
-  std::uint64_t single = std::max<std::uint64_t>(1, *std::min_element(calibration->begin(), calibration->end()));
+  std::uint64_t single =
+      std::max<std::uint64_t>(1, *std::min_element(calibration->begin(), calibration->end()));
   const auto target = static_cast<std::uint64_t>(options.min_sample_duration.count());
-  const auto batch = static_cast<std::uint32_t>(
-      std::clamp<std::uint64_t>((target + single - 1) / single, 1, std::max(1u, options.max_batch)));
+  const auto batch = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(
+      (target + single - 1) / single, 1, std::max(1u, options.max_batch)));
 
   Result<std::vector<std::uint64_t>> spans = measure(batch, options.samples);
   if (!spans) return std::move(spans).error();

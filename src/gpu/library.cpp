@@ -41,7 +41,8 @@ std::optional<fs::path> library_beside_executable() {
 
 Result<std::string> hash_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return Error(ErrorKind::kRuntime, "Cannot read the WebGPU library " + path.string() + ".");
+  if (!in)
+    return Error(ErrorKind::kRuntime, "Cannot read the WebGPU library " + path.string() + ".");
   std::ostringstream bytes;
   bytes << in.rdbuf();
   return blake3_hex(bytes.str());
@@ -69,8 +70,7 @@ Result<fs::path> resolve_webgpu_library(const std::optional<fs::path>& explicit_
   return Error(ErrorKind::kRuntime,
                std::string("No WebGPU library found: --webgpu-lib and WGSL_FORGE_WEBGPU_LIB are "
                            "not set, and neither ") +
-                   (built_in.empty() ? std::string("the build's default")
-                                     : built_in.string()) +
+                   (built_in.empty() ? std::string("the build's default") : built_in.string()) +
                    " nor <repository>/" + kLibraryRelativeToRepository +
                    " exists. Run scripts/setup.sh (it installs Dawn with npm ci) or set "
                    "WGSL_FORGE_WEBGPU_LIB.");
@@ -95,10 +95,11 @@ Result<std::shared_ptr<const WebGpuLibrary>> WebGpuLibrary::load(const fs::path&
   auto library = std::make_shared<WebGpuLibrary>();
   library->path_ = canonical;
   std::string missing;
-#define WGSL_FORGE_RESOLVE(name, result, ...)                                               \
-  library->functions_.name =                                                                \
+#define WGSL_FORGE_RESOLVE(name, result, ...)                                              \
+  library->functions_.name =                                                               \
       reinterpret_cast<decltype(library->functions_.name)>(::dlsym(handle, "wgpu" #name)); \
-  if (library->functions_.name == nullptr) missing += std::string(missing.empty() ? "" : ", ") + "wgpu" #name;
+  if (library->functions_.name == nullptr)                                                 \
+    missing += std::string(missing.empty() ? "" : ", ") + "wgpu" #name;
   WGSL_FORGE_WEBGPU_FUNCTIONS(WGSL_FORGE_RESOLVE)
 #undef WGSL_FORGE_RESOLVE
   if (!missing.empty()) {

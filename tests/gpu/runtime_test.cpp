@@ -90,12 +90,11 @@ KnownFunctionRun run_known_function(gpu::Device& device, std::uint32_t n,
                       .create_compute_pipeline(known_function_wgsl(workgroup_size), "main",
                                                kKnownFunctionBindings, "known_function")
                       .value();
-  std::array<BufferBinding, 3> bindings = {bind(0, x), bind(1, y),
-                                           bind(2, params)};
+  std::array<BufferBinding, 3> bindings = {bind(0, x), bind(1, y), bind(2, params)};
   auto group = device.create_bind_group(pipeline, bindings).value();
   std::uint64_t workgroups = (std::uint64_t{n} + workgroup_size - 1) / workgroup_size;
-  auto grid = gpu::plan_workgroup_grid(
-                  workgroups, device.adapter().limits.max_compute_workgroups_per_dimension)
+  auto grid = gpu::plan_workgroup_grid(workgroups,
+                                       device.adapter().limits.max_compute_workgroups_per_dimension)
                   .value();
   DispatchStep step{&pipeline, &group, grid};
   Status ran = device.run(std::span(&step, 1));
@@ -208,11 +207,11 @@ TEST(RuntimeErrorsTest, OutOfRangeDispatchIsAValidationErrorNotACrash) {
   auto x = device.create_buffer(64, BufferUsage::kStorage, "x").value();
   auto y = device.create_buffer(64, BufferUsage::kStorage, "y").value();
   auto params = device.create_buffer(8, BufferUsage::kUniform, "params").value();
-  auto pipeline = device.create_compute_pipeline(known_function_wgsl(64), "main",
-                                                 kKnownFunctionBindings, "known_function")
+  auto pipeline = device
+                      .create_compute_pipeline(known_function_wgsl(64), "main",
+                                               kKnownFunctionBindings, "known_function")
                       .value();
-  std::array<BufferBinding, 3> bindings = {bind(0, x), bind(1, y),
-                                           bind(2, params)};
+  std::array<BufferBinding, 3> bindings = {bind(0, x), bind(1, y), bind(2, params)};
   auto group = device.create_bind_group(pipeline, bindings).value();
   DispatchStep step{&pipeline, &group, {70000, 1, 1}};
   Status ran = device.run(std::span(&step, 1));
@@ -230,11 +229,11 @@ TEST(RuntimeErrorsTest, OutOfRangeBindingIsAValidationError) {
   auto x = device.create_buffer(64, BufferUsage::kStorage, "x").value();
   auto y = device.create_buffer(64, BufferUsage::kStorage, "y").value();
   auto params = device.create_buffer(8, BufferUsage::kUniform, "params").value();
-  auto pipeline = device.create_compute_pipeline(known_function_wgsl(64), "main",
-                                                 kKnownFunctionBindings, "known_function")
+  auto pipeline = device
+                      .create_compute_pipeline(known_function_wgsl(64), "main",
+                                               kKnownFunctionBindings, "known_function")
                       .value();
-  std::array<BufferBinding, 3> past_the_end = {bind(0, x, 256, 64),
-                                               bind(1, y), bind(2, params)};
+  std::array<BufferBinding, 3> past_the_end = {bind(0, x, 256, 64), bind(1, y), bind(2, params)};
   auto group = device.create_bind_group(pipeline, past_the_end);
   ASSERT_FALSE(group.ok());
   EXPECT_EQ(group.error().kind(), ErrorKind::kValidation);
@@ -261,8 +260,8 @@ TEST_F(RuntimeTest, DeviceHasTheAdaptersLimitsNotWebGpuDefaults) {
   // WebGPU's defaults are 256 invocations and 16 KiB; lavapipe and the H200 offer more.
   EXPECT_GT(limits.max_compute_invocations_per_workgroup, 256u);
   EXPECT_GT(limits.max_compute_workgroup_storage_size, 16384u);
-  std::uint32_t largest = std::min(limits.max_compute_invocations_per_workgroup,
-                                   limits.max_compute_workgroup_size_x);
+  std::uint32_t largest =
+      std::min(limits.max_compute_invocations_per_workgroup, limits.max_compute_workgroup_size_x);
   expect_known_function(run_known_function(device, 5000, largest, random_));
 }
 
@@ -274,11 +273,11 @@ TEST_F(RuntimeTest, TimingReturnsPlausiblePositiveSamples) {
   auto y = device.create_buffer(n * 4ull, BufferUsage::kStorage, "y").value();
   auto params = device.create_buffer(8, BufferUsage::kUniform, "params").value();
   ASSERT_TRUE(device.write_buffer(params, 0, as_bytes_of(std::vector<std::uint32_t>{n, 1})).ok());
-  auto pipeline = device.create_compute_pipeline(known_function_wgsl(256), "main",
-                                                 kKnownFunctionBindings, "known_function")
+  auto pipeline = device
+                      .create_compute_pipeline(known_function_wgsl(256), "main",
+                                               kKnownFunctionBindings, "known_function")
                       .value();
-  std::array<BufferBinding, 3> bindings = {bind(0, x), bind(1, y),
-                                           bind(2, params)};
+  std::array<BufferBinding, 3> bindings = {bind(0, x), bind(1, y), bind(2, params)};
   auto group = device.create_bind_group(pipeline, bindings).value();
   DispatchStep step{&pipeline, &group, {n / 256, 1, 1}};
   gpu::TimingOptions options;
@@ -287,8 +286,8 @@ TEST_F(RuntimeTest, TimingReturnsPlausiblePositiveSamples) {
   ASSERT_TRUE(timed.ok()) << timed.error().to_string();
   const TimingSummary& summary = timed->summary;
   EXPECT_EQ(summary.sample_count, 7u);
-  EXPECT_EQ(summary.source, device.has_gpu_timestamps() ? TimingSource::kGpuTimestamp
-                                                        : TimingSource::kHostClock);
+  EXPECT_EQ(summary.source,
+            device.has_gpu_timestamps() ? TimingSource::kGpuTimestamp : TimingSource::kHostClock);
   EXPECT_GT(summary.min_ns, 0u);
   EXPECT_LE(summary.min_ns, summary.median_ns);
   EXPECT_LE(summary.median_ns, static_cast<double>(summary.max_ns));
@@ -297,8 +296,48 @@ TEST_F(RuntimeTest, TimingReturnsPlausiblePositiveSamples) {
   EXPECT_LT(summary.median_ns, 1e10);
   EXPECT_GE(timed->executions_per_sample, 1u);
   EXPECT_GT(timed->resolution_ns, 0u);
-  EXPECT_GE(static_cast<double>(timed->executions_per_sample) * summary.median_ns,
-            0.5 * 200'000) << "a sample must cover the minimum sample duration";
+  EXPECT_GE(static_cast<double>(timed->executions_per_sample) * summary.median_ns, 0.5 * 200'000)
+      << "a sample must cover the minimum sample duration";
+}
+
+// Each feature the device reports is usable: a wrong feature number in our declarations would
+// enable a different feature, and these shaders would then fail to compile.
+TEST_F(RuntimeTest, ReportedFeaturesAreReallyEnabled) {
+  gpu::Device& device = shared_device();
+  const gpu::AdapterInfo& info = device.adapter();
+  if (device.has_feature("subgroups")) {
+    const std::string wgsl =
+        "enable subgroups;\n"
+        "@group(0) @binding(0) var<storage, read_write> y: array<u32>;\n"
+        "@compute @workgroup_size(64)\n"
+        "fn main(@builtin(local_invocation_index) i: u32) {\n"
+        "  y[i] = subgroupAdd(1u);\n"
+        "}\n";
+    std::vector<KernelBinding> bindings = {{0, 0, BindingKind::kStorageReadWrite, "y"}};
+    auto pipeline = device.create_compute_pipeline(wgsl, "main", bindings, "subgroups");
+    ASSERT_TRUE(pipeline.ok()) << pipeline.error().to_string();
+    auto y = device.create_buffer(64 * 4, BufferUsage::kStorage, "y").value();
+    std::array<BufferBinding, 1> binding = {bind(0, y)};
+    auto group = device.create_bind_group(*pipeline, binding).value();
+    DispatchStep step{&*pipeline, &group, {1, 1, 1}};
+    ASSERT_TRUE(device.run(std::span(&step, 1)).ok());
+    auto sizes = values_from_bytes<std::uint32_t>(device.read_buffer(y, 0, 64 * 4).value());
+    for (std::uint32_t size : sizes) {
+      EXPECT_GE(size, info.subgroup_min_size);
+      EXPECT_LE(size, info.subgroup_max_size);
+    }
+  }
+  if (device.has_feature("shader-f16")) {
+    const std::string wgsl =
+        "enable f16;\n"
+        "@group(0) @binding(0) var<storage, read_write> y: array<f32>;\n"
+        "@compute @workgroup_size(1)\n"
+        "fn main() { let h: f16 = 1.5h; y[0] = f32(h * 2.0h); }\n";
+    std::vector<KernelBinding> bindings = {{0, 0, BindingKind::kStorageReadWrite, "y"}};
+    auto pipeline = device.create_compute_pipeline(wgsl, "main", bindings, "f16");
+    EXPECT_TRUE(pipeline.ok()) << pipeline.error().to_string();
+  }
+  EXPECT_EQ(device.has_gpu_timestamps(), device.has_feature("timestamp-query"));
 }
 
 TEST(TopologyHashTest, StableWithinARunAndAcrossProcesses) {
@@ -314,7 +353,8 @@ TEST(TopologyHashTest, StableWithinARunAndAcrossProcesses) {
     ASSERT_NE(pipe, nullptr);
     std::string output;
     char buffer[4096];
-    while (std::size_t count = std::fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, count);
+    while (std::size_t count = std::fread(buffer, 1, sizeof buffer, pipe))
+      output.append(buffer, count);
     EXPECT_EQ(WEXITSTATUS(::pclose(pipe)), 0);
     EXPECT_NE(output.find("\"topology_hash\": \"" + first.topology_hash + "\""), std::string::npos)
         << output;

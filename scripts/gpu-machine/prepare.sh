@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Run on the build machine (Debian 12): builds the release preset and downloads the Vulkan loader
+# packages that the GPU machine lacks into .gl/, so that build/release, node_modules and .gl can
+# be copied to a machine with an NVIDIA GPU and run there by scripts/gpu-machine/run.sh.
+set -euo pipefail
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$repo_root"
+
+bash scripts/setup.sh release
+
+mkdir -p .gl /tmp/wgsl-forge-amd64-lists/partial
+apt_options=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64
+             -oDir::State::Lists=/tmp/wgsl-forge-amd64-lists)
+if ! ls .gl/libvulkan1_*.deb >/dev/null 2>&1; then
+  apt-get "${apt_options[@]}" update -q
+  (cd .gl && apt-get "${apt_options[@]}" download \
+    libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
+fi
+echo "ready: copy build/release, node_modules and .gl with the repository, then run"
+echo "  bash scripts/gpu-machine/run.sh"
