@@ -215,6 +215,9 @@ class Device {
   // around a completed submission.
   Result<TimedRun> time(std::span<const DispatchStep> steps, const TimingOptions& options);
 
+  // How long one wait for the GPU may take from now on (see RuntimeOptions::wait_timeout).
+  void set_wait_timeout(std::chrono::milliseconds timeout);
+
   // Makes Dawn lose the device, as a driver crash would (for tests of the failure path).
   void force_loss_for_testing(std::string_view message);
   // Why the device was lost, once it was.

@@ -350,6 +350,8 @@ bool Device::has_feature(std::string_view feature) const {
   return std::find(features.begin(), features.end(), feature) != features.end();
 }
 
+void Device::set_wait_timeout(std::chrono::milliseconds timeout) { state_->wait_timeout = timeout; }
+
 void Device::force_loss_for_testing(std::string_view message) {
   state_->api->DeviceForceLoss(state_->device, kDeviceLostReasonUnknown, to_view(message));
   state_->api->InstanceProcessEvents(state_->instance);

@@ -403,34 +403,46 @@ TEST(DeviceLossTest, LostDeviceFailsEveryLaterCallCleanly) {
 }
 
 TEST(WatchdogTest, AKernelThatRunsTooLongIsAnErrorNotAHang) {
-  gpu::RuntimeOptions options;
-  options.wait_timeout = std::chrono::milliseconds(50);
-  auto device = gpu::Device::open(options).value();
-  // Each invocation runs a long dependent loop (about a second on lavapipe, far more than the
-  // 50 ms allowed). Nothing can preempt a kernel through WebGPU; the wait gives up and the
-  // device finishes the work before it is destroyed.
+  auto device = gpu::Device::open(gpu::RuntimeOptions{}).value();
+  // Each invocation runs a dependent loop of params.iterations steps. Nothing can preempt a
+  // kernel through WebGPU: the wait gives up, and the device finishes the work before it is
+  // destroyed. So first find a loop that lasts about half a second on this adapter.
   const std::string slow =
+      "struct Params { iterations: u32 }\n"
       "@group(0) @binding(0) var<storage, read_write> y: array<u32>;\n"
+      "@group(0) @binding(1) var<uniform> params: Params;\n"
       "@compute @workgroup_size(64)\n"
       "fn main(@builtin(global_invocation_id) id: vec3u) {\n"
       "  var acc = y[id.x];\n"
-      "  for (var i = 0u; i < y[16383u] + 1500u; i++) { acc = acc * 1664525u + 1013904223u; }\n"
+      "  for (var i = 0u; i < params.iterations; i++) { acc = acc * 1664525u + 1013904223u; }\n"
       "  y[id.x] = acc;\n"
       "}\n";
-  std::vector<KernelBinding> bindings = {{0, 0, BindingKind::kStorageReadWrite, "y"}};
+  std::vector<KernelBinding> bindings = {{0, 0, BindingKind::kStorageReadWrite, "y"},
+                                         {0, 1, BindingKind::kUniform, "params"}};
   auto pipeline = device->create_compute_pipeline(slow, "main", bindings, "slow").value();
   auto y = device->create_buffer(1 << 16, BufferUsage::kStorage, "y").value();
-  std::array<BufferBinding, 1> binding = {bind(0, y)};
+  auto params = device->create_buffer(4, BufferUsage::kUniform, "params").value();
+  std::array<BufferBinding, 2> binding = {bind(0, y), bind(1, params)};
   auto group = device->create_bind_group(pipeline, binding).value();
   DispatchStep step{&pipeline, &group, {256, 1, 1}};
-  auto start = std::chrono::steady_clock::now();
-  Status ran = device->run(std::span(&step, 1));
-  auto waited = std::chrono::steady_clock::now() - start;
-  ASSERT_FALSE(ran.ok());
+  auto run_for = [&](std::uint32_t iterations) {
+    std::vector<std::uint32_t> words = {iterations};
+    EXPECT_TRUE(device->write_buffer(params, 0, as_bytes_of(words)).ok());
+    auto start = std::chrono::steady_clock::now();
+    Status ran = device->run(std::span(&step, 1));
+    return std::make_pair(std::move(ran), std::chrono::steady_clock::now() - start);
+  };
+  std::uint32_t iterations = 1000;
+  while (run_for(iterations).second < std::chrono::milliseconds(500) && iterations < (1u << 30)) {
+    iterations *= 2;
+  }
+  device->set_wait_timeout(std::chrono::milliseconds(20));
+  auto [ran, waited] = run_for(iterations);
+  ASSERT_FALSE(ran.ok()) << "a " << iterations << "-step loop finished within 20 ms";
   EXPECT_EQ(ran.error().kind(), ErrorKind::kRuntime);
-  EXPECT_NE(ran.error().message().find("Timed out after 50 ms"), std::string::npos)
+  EXPECT_NE(ran.error().message().find("Timed out after 20 ms"), std::string::npos)
       << ran.error().to_string();
-  EXPECT_LT(waited, std::chrono::seconds(5));
+  EXPECT_LT(waited, std::chrono::milliseconds(400));
 }
 
 TEST(LibraryLoadingTest, MissingOrForeignLibraryIsAClearError) {
