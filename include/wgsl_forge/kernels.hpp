@@ -1,0 +1,156 @@
+#pragma once
+// The builtin kernel catalog. Each kernel is one unit (one file in src/kernels): its knobs and
+// their legal values, the WGSL it generates for a schedule, the dispatch plan for a problem, the
+// inputs that exercise it, and the CPU oracle with the tolerance that judges it.
+//
+// Conventions shared by every kernel:
+//   - one WGSL module per (kernel, schedule), all bindings in group 0; binding 0 is the pass's
+//     own uniform `params` block (u32 words, f32 arguments bit-cast), filled from PassPlan::params;
+//   - grids are linear workgroup counts; the runtime lays large ones out in two dimensions and
+//     every kernel recovers its linear workgroup index as id.x + id.y * num_workgroups.x;
+//   - no kernel waits on another workgroup (WGSL promises no forward progress between them):
+//     anything that crosses workgroups is split into passes of one submission.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "wgsl_forge/error.hpp"
+#include "wgsl_forge/model.hpp"
+
+namespace wgsl_forge::kernels {
+
+// What an adapter allows, as far as kernel schedules care. The forge fills it from the device.
+struct DeviceCapabilities {
+  std::uint32_t max_invocations_per_workgroup = 256;
+  std::uint32_t max_workgroup_size_x = 256;
+  std::uint32_t max_workgroup_storage_size = 16384;
+  std::uint32_t max_workgroups_per_dimension = 65535;
+  std::uint64_t max_storage_binding_size = 134217728;
+  bool subgroups = false;
+};
+
+struct KnobSpec {
+  std::string name;
+  std::string description;
+  std::vector<std::int64_t> values;  // legal values, ascending
+  std::int64_t default_value = 0;
+};
+
+// The size of a problem and its run-time arguments; each kernel reads the fields it needs.
+struct Problem {
+  std::uint64_t elements = 0;  // n
+  std::uint32_t bins = 256;    // histogram_u32
+  float a = 2.0f;              // affine_f32: y = a x + b
+  float b = 1.0f;
+  float threshold = 0.0f;  // compact_f32 keeps x > threshold
+  std::uint32_t m = 0;     // gemm_f32: C (m x n) = A (m x k) B (k x n)
+  std::uint32_t n = 0;
+  std::uint32_t k = 0;
+
+  std::string to_string() const;
+};
+
+enum class BufferRole { kInput, kOutput, kScratch };
+
+struct BufferPlan {
+  std::string name;
+  std::uint64_t bytes = 0;
+  BufferRole role = BufferRole::kScratch;
+};
+
+struct PassPlan {
+  std::string entry_point;
+  std::uint64_t workgroups = 0;
+  std::map<std::uint32_t, std::string> buffers;  // binding -> buffer name (params is implicit)
+  std::vector<std::uint32_t> params;             // this pass's uniform words
+};
+
+struct DispatchPlan {
+  std::vector<BufferPlan> buffers;
+  std::vector<PassPlan> passes;
+
+  const BufferPlan* find(std::string_view name) const;
+};
+
+// Inputs of one certification case, by buffer name (bytes), and the problem they belong to.
+struct CaseInputs {
+  Problem problem;
+  std::map<std::string, std::vector<std::byte>> buffers;
+};
+
+// A case to certify: a problem size, a value profile and the seed that draws the values.
+struct CaseSpec {
+  std::string name;
+  Problem problem;
+  std::string value_profile;
+};
+
+struct CaseVerdict {
+  ComparisonReport report;
+  std::vector<std::string> failed_checks;
+  double allowed_absolute_error = 0;
+  double allowed_relative_error = 0;
+};
+
+// How much work a problem is, for throughput figures.
+struct WorkAmount {
+  std::uint64_t bytes = 0;  // bytes that must move (documented per kernel)
+  std::uint64_t flops = 0;  // for GEMM
+};
+
+class KernelDefinition {
+ public:
+  virtual ~KernelDefinition() = default;
+
+  virtual std::string_view id() const = 0;
+  // Changes whenever the generated code changes, so that cached results are tuned again.
+  virtual std::uint32_t revision() const = 0;
+  virtual std::string_view summary() const = 0;
+  virtual std::vector<KnobSpec> knobs() const = 0;
+  virtual std::vector<KernelBinding> bindings() const = 0;
+  virtual std::vector<std::string> entry_points() const = 0;
+  virtual std::string generate_wgsl(const Schedule& schedule) const = 0;
+  // Buffers and passes for `problem`; an error when the problem is not defined (min of nothing).
+  virtual Result<DispatchPlan> plan(const Schedule& schedule, const Problem& problem,
+                                    const DeviceCapabilities& device) const = 0;
+  // The tolerance policy in words, recorded in certification manifests.
+  virtual std::string tolerance() const = 0;
+  virtual std::vector<CaseSpec> certification_cases() const = 0;
+  virtual CaseInputs make_inputs(const CaseSpec& spec, std::uint64_t seed) const = 0;
+  // Compares the outputs (by buffer name) with the oracle's.
+  virtual CaseVerdict check(const CaseInputs& inputs,
+                            const std::map<std::string, std::vector<std::byte>>& outputs) const = 0;
+  virtual WorkAmount work(const Problem& problem) const = 0;
+  // The problem tuned at by default, scaled for CPU adapters (lavapipe) vs GPUs.
+  virtual Problem tuning_problem(bool cpu_adapter) const = 0;
+
+  Schedule default_schedule() const;
+  // Every knob present with a legal value, no unknown knob, and the schedule fits the device
+  // (workgroup size, workgroup memory, features); the error names the knob, value and limit.
+  Status check_schedule(const Schedule& schedule, const DeviceCapabilities& device) const;
+  // Schedule-specific limits beyond the knob lists (default: none).
+  virtual Status check_resources(const Schedule& schedule, const DeviceCapabilities& device) const;
+  // Every legal schedule for `device`, in a stable order (default schedule first).
+  std::vector<Schedule> schedule_space(const DeviceCapabilities& device) const;
+};
+
+// The catalog, in a stable order.
+const std::vector<const KernelDefinition*>& builtin_kernels();
+// The kernel with this id, or an error listing the known ids.
+Result<const KernelDefinition*> find_kernel(std::string_view id);
+
+// generate_builtin(kernel, schedule, backend) of the original module: validates the schedule
+// against `device`, generates the WGSL and seals its hash.
+Result<GeneratedKernel> generate_builtin(const KernelDefinition& kernel, const Schedule& schedule,
+                                         TargetBackend backend, const DeviceCapabilities& device);
+
+// Parses "k=v,k=v" onto the kernel's default schedule; errors name the bad piece.
+Result<Schedule> parse_schedule_overrides(const KernelDefinition& kernel, std::string_view text);
+
+}  // namespace wgsl_forge::kernels

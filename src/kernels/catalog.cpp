@@ -1,0 +1,204 @@
+// The catalog and the parts of KernelDefinition that every kernel shares.
+
+#include <algorithm>
+#include <sstream>
+
+#include "kernel_support.hpp"
+#include "wgsl_forge/hash.hpp"
+
+namespace wgsl_forge::kernels {
+
+const KernelDefinition& affine_f32_kernel();
+const KernelDefinition& reduce_sum_f32_kernel();
+const KernelDefinition& reduce_min_f32_kernel();
+const KernelDefinition& reduce_max_f32_kernel();
+const KernelDefinition& reduce_sum_u32_kernel();
+const KernelDefinition& scan_exclusive_u32_kernel();
+const KernelDefinition& compact_f32_kernel();
+const KernelDefinition& histogram_u32_kernel();
+const KernelDefinition& radix_sort_u32_kernel();
+const KernelDefinition& radix_sort_pairs_u32_kernel();
+const KernelDefinition& gather_f32_kernel();
+const KernelDefinition& gemm_f32_kernel();
+
+std::string Problem::to_string() const {
+  std::ostringstream text;
+  if (m != 0 || n != 0 || k != 0) {
+    text << "m=" << m << " n=" << n << " k=" << k;
+  } else {
+    text << "n=" << elements;
+  }
+  return text.str();
+}
+
+const BufferPlan* DispatchPlan::find(std::string_view name) const {
+  auto it = std::find_if(buffers.begin(), buffers.end(),
+                         [&](const BufferPlan& buffer) { return buffer.name == name; });
+  return it == buffers.end() ? nullptr : &*it;
+}
+
+Schedule KernelDefinition::default_schedule() const {
+  Schedule schedule;
+  for (const KnobSpec& knob : knobs()) schedule.set(knob.name, knob.default_value);
+  return schedule;
+}
+
+namespace {
+
+std::string join_values(const std::vector<std::int64_t>& values) {
+  std::string text;
+  for (std::int64_t value : values) text += (text.empty() ? "" : ", ") + std::to_string(value);
+  return text;
+}
+
+Error knob_error(const KernelDefinition& kernel, const Schedule& schedule, std::string message) {
+  return Error(ErrorKind::kInvalidInput, std::move(message))
+      .with_context("checking schedule " + schedule.to_string() + " of " +
+                    std::string(kernel.id()));
+}
+
+}  // namespace
+
+Status KernelDefinition::check_schedule(const Schedule& schedule,
+                                        const DeviceCapabilities& device) const {
+  const std::vector<KnobSpec> specs = knobs();
+  for (const auto& [name, value] : schedule.knobs()) {
+    auto spec = std::find_if(specs.begin(), specs.end(),
+                             [&](const KnobSpec& knob) { return knob.name == name; });
+    if (spec == specs.end()) {
+      std::string known;
+      for (const KnobSpec& knob : specs) known += (known.empty() ? "" : ", ") + knob.name;
+      return knob_error(
+          *this, schedule,
+          "Unknown knob '" + name + "' for " + std::string(id()) + " (knobs: " + known + ").");
+    }
+    if (std::find(spec->values.begin(), spec->values.end(), value) == spec->values.end()) {
+      return knob_error(*this, schedule,
+                        "Knob " + name + " (" + std::to_string(value) + ") is not one of " +
+                            join_values(spec->values) + ".");
+    }
+  }
+  for (const KnobSpec& spec : specs) {
+    if (!schedule.get(spec.name)) {
+      return knob_error(*this, schedule, "Knob " + spec.name + " is missing.");
+    }
+  }
+  if (auto size = schedule.get("workgroup_size")) {
+    if (*size > device.max_invocations_per_workgroup || *size > device.max_workgroup_size_x) {
+      return knob_error(*this, schedule,
+                        "Knob workgroup_size (" + std::to_string(*size) +
+                            ") exceeds maxComputeInvocationsPerWorkgroup (" +
+                            std::to_string(std::min(device.max_invocations_per_workgroup,
+                                                    device.max_workgroup_size_x)) +
+                            ").");
+    }
+  }
+  if (schedule.get("use_subgroups").value_or(0) != 0 && !device.subgroups) {
+    return knob_error(*this, schedule,
+                      "Knob use_subgroups (1) needs the subgroups feature, which the adapter "
+                      "does not have.");
+  }
+  if (Status resources = check_resources(schedule, device); !resources) {
+    return std::move(resources).error().with_context("checking schedule " + schedule.to_string() +
+                                                     " of " + std::string(id()));
+  }
+  return Ok{};
+}
+
+Status KernelDefinition::check_resources(const Schedule&, const DeviceCapabilities&) const {
+  return Ok{};
+}
+
+std::vector<Schedule> KernelDefinition::schedule_space(const DeviceCapabilities& device) const {
+  const std::vector<KnobSpec> specs = knobs();
+  std::vector<Schedule> space;
+  const Schedule default_one = default_schedule();
+  if (check_schedule(default_one, device)) space.push_back(default_one);
+  std::vector<std::size_t> position(specs.size(), 0);
+  while (true) {
+    Schedule candidate;
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      candidate.set(specs[i].name, specs[i].values[position[i]]);
+    }
+    if (candidate != default_one && check_schedule(candidate, device)) space.push_back(candidate);
+    std::size_t digit = 0;
+    while (digit < specs.size() && ++position[digit] == specs[digit].values.size()) {
+      position[digit++] = 0;
+    }
+    if (digit == specs.size()) break;
+  }
+  return space;
+}
+
+const std::vector<const KernelDefinition*>& builtin_kernels() {
+  static const std::vector<const KernelDefinition*> kCatalog = {
+      &affine_f32_kernel(),           &reduce_sum_f32_kernel(), &reduce_min_f32_kernel(),
+      &reduce_max_f32_kernel(),       &reduce_sum_u32_kernel(), &scan_exclusive_u32_kernel(),
+      &compact_f32_kernel(),          &histogram_u32_kernel(),  &radix_sort_u32_kernel(),
+      &radix_sort_pairs_u32_kernel(), &gather_f32_kernel(),     &gemm_f32_kernel()};
+  return kCatalog;
+}
+
+Result<const KernelDefinition*> find_kernel(std::string_view id) {
+  std::string known;
+  for (const KernelDefinition* kernel : builtin_kernels()) {
+    if (kernel->id() == id) return kernel;
+    known += (known.empty() ? "" : ", ") + std::string(kernel->id());
+  }
+  return Error(ErrorKind::kInvalidInput,
+               "Unknown kernel '" + std::string(id) + "' (known: " + known + ").");
+}
+
+Result<GeneratedKernel> generate_builtin(const KernelDefinition& kernel, const Schedule& schedule,
+                                         TargetBackend backend, const DeviceCapabilities& device) {
+  if (backend != TargetBackend::kWgsl) {
+    return Error(ErrorKind::kInvalidInput, "Only the wgsl backend is supported.");
+  }
+  if (Status legal = kernel.check_schedule(schedule, device); !legal) {
+    return std::move(legal).error();
+  }
+  GeneratedKernel generated;
+  generated.kernel_id = std::string(kernel.id());
+  generated.kernel_revision = kernel.revision();
+  generated.backend = backend;
+  generated.schedule = schedule;
+  generated.source = kernel.generate_wgsl(schedule);
+  generated.entry_points = kernel.entry_points();
+  generated.bindings = kernel.bindings();
+  generated.seal();
+  return generated;
+}
+
+Result<Schedule> parse_schedule_overrides(const KernelDefinition& kernel, std::string_view text) {
+  Schedule schedule = kernel.default_schedule();
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find(',', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view piece = text.substr(start, end - start);
+    std::size_t equals = piece.find('=');
+    if (equals == std::string_view::npos || equals == 0 || equals + 1 == piece.size()) {
+      return Error(ErrorKind::kInvalidInput,
+                   "Schedule piece '" + std::string(piece) +
+                       "' is not knob=value (expected e.g. workgroup_size=128,vector_width=4).");
+    }
+    std::string name(piece.substr(0, equals));
+    std::string value(piece.substr(equals + 1));
+    std::int64_t number = 0;
+    std::size_t used = 0;
+    try {
+      number = std::stoll(value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != value.size()) {
+      return Error(ErrorKind::kInvalidInput,
+                   "Schedule value '" + value + "' of knob " + name + " is not an integer.");
+    }
+    schedule.set(name, number);
+    start = end + 1;
+  }
+  return schedule;
+}
+
+}  // namespace wgsl_forge::kernels

@@ -1,0 +1,169 @@
+// compact_f32: the x[i] with x[i] > threshold, in input order, and their count.
+//
+// Stream compaction as a reduce-then-scan over keep-flags (three passes, no inter-workgroup
+// waiting): count per block, scan the counts in one workgroup (which also writes the total), then
+// each block scatters its kept elements to their final places. Values move as raw bits, and the
+// comparison uses order-preserving integer keys, so results are exact whatever the adapter does
+// with subnormals. Semantics: IEEE `>` (so -0 > +0 is false); NaN is never kept; a NaN threshold
+// keeps nothing. Knobs: workgroup_size, items_per_invocation (consecutive elements each).
+//
+// Oracle: the sequential filter; the count and the first `count` outputs must match bit for bit
+// (the rest of y is unspecified). Bytes moved: 6 n (4 n read, 4 bytes per kept element, counted
+// with half of them kept).
+
+#include <cmath>
+
+#include "kernel_support.hpp"
+
+namespace wgsl_forge::kernels {
+namespace {
+
+using namespace support;
+
+std::uint32_t order_key(float value) {
+  std::uint32_t bits = float_bits(value);
+  if (bits == 0x80000000u) bits = 0;  // -0 compares equal to +0
+  return (bits & 0x80000000u) != 0 ? ~bits : bits | 0x80000000u;
+}
+
+bool kept(float value, float threshold) { return value > threshold; }
+
+class CompactF32 final : public KernelDefinition {
+ public:
+  std::string_view id() const override { return "compact_f32"; }
+  std::uint32_t revision() const override { return 1; }
+  std::string_view summary() const override {
+    return "the x[i] > threshold, in input order, and their count";
+  }
+
+  std::vector<KnobSpec> knobs() const override {
+    return {{"workgroup_size", "invocations per workgroup", {64, 128, 256, 512, 1024}, 256},
+            {"items_per_invocation", "consecutive elements per invocation", {1, 2, 4, 8, 16}, 4}};
+  }
+
+  std::vector<KernelBinding> bindings() const override {
+    return {{0, 0, BindingKind::kUniform, "params"},
+            {0, 1, BindingKind::kStorageRead, "x"},
+            {0, 2, BindingKind::kStorageReadWrite, "y"},
+            {0, 3, BindingKind::kStorageReadWrite, "block_sums"},
+            {0, 4, BindingKind::kStorageReadWrite, "count"}};
+  }
+
+  std::vector<std::string> entry_points() const override {
+    return {"compact_reduce", "compact_spine", "compact_apply"};
+  }
+
+  std::string generate_wgsl(const Schedule& schedule) const override {
+    const std::uint32_t wg = knob(schedule, "workgroup_size");
+    return std::string(kLinearWorkgroupWgsl) +
+           "\nstruct Params { n: u32, blocks: u32, threshold_key: u32 }\n"
+           "@group(0) @binding(0) var<uniform> params: Params;\n"
+           "@group(0) @binding(1) var<storage, read> x: array<u32>;\n"
+           "@group(0) @binding(2) var<storage, read_write> y: array<u32>;\n"
+           "@group(0) @binding(3) var<storage, read_write> block_sums: array<u32>;\n"
+           "@group(0) @binding(4) var<storage, read_write> count: array<u32>;\n\n"
+           "fn keep(bits: u32) -> bool {\n"
+           "  if ((bits & 0x7fffffffu) > 0x7f800000u) { return false; }\n"
+           "  let b = select(bits, 0u, bits == 0x80000000u);\n"
+           "  let key = select(b | 0x80000000u, ~b, (b & 0x80000000u) != 0u);\n"
+           "  return key > params.threshold_key;\n"
+           "}\n"
+           "fn scan_length() -> u32 { return params.n; }\n"
+           "fn scan_blocks() -> u32 { return params.blocks; }\n"
+           "fn scan_value(i: u32) -> u32 { return select(0u, 1u, keep(x[i])); }\n"
+           "fn scan_store(i: u32, prefix: u32) { if (keep(x[i])) { y[prefix] = x[i]; } }\n"
+           "fn scan_total(total: u32) { count[0] = total; }\n\n" +
+           workgroup_scan_wgsl(wg) +
+           reduce_then_scan_wgsl("compact", wg, knob(schedule, "items_per_invocation"));
+  }
+
+  Result<DispatchPlan> plan(const Schedule& schedule, const Problem& problem,
+                            const DeviceCapabilities&) const override {
+    const std::uint64_t n = problem.elements;
+    const std::uint64_t block =
+        std::uint64_t{knob(schedule, "workgroup_size")} * knob(schedule, "items_per_invocation");
+    const std::uint64_t blocks = ceil_div(n, block);
+    // A NaN threshold keeps nothing: no key is above the largest one.
+    const std::uint32_t threshold_key =
+        std::isnan(problem.threshold) ? 0xffffffffu : order_key(problem.threshold);
+    const std::vector<std::uint32_t> params = {static_cast<std::uint32_t>(n),
+                                               static_cast<std::uint32_t>(blocks), threshold_key};
+    const std::map<std::uint32_t, std::string> buffers = {
+        {1, "x"}, {2, "y"}, {3, "block_sums"}, {4, "count"}};
+    DispatchPlan plan;
+    plan.buffers = {{"x", std::max<std::uint64_t>(4, n * 4), BufferRole::kInput},
+                    {"y", std::max<std::uint64_t>(4, n * 4), BufferRole::kOutput},
+                    {"count", 4, BufferRole::kOutput},
+                    {"block_sums", std::max<std::uint64_t>(1, blocks) * 4, BufferRole::kScratch}};
+    plan.passes = {{"compact_reduce", blocks, buffers, params},
+                   {"compact_spine", 1, buffers, params},
+                   {"compact_apply", blocks, buffers, params}};
+    return plan;
+  }
+
+  std::string tolerance() const override { return "exact (count and kept bits)"; }
+
+  std::vector<CaseSpec> certification_cases() const override {
+    std::vector<CaseSpec> cases;
+    for (std::uint64_t n : edge_sizes(256, 1024)) {
+      for (const char* profile : {"uniform", "specials"}) {
+        Problem problem;
+        problem.elements = n;
+        cases.push_back({"n=" + std::to_string(n) + " " + profile, problem, profile});
+      }
+    }
+    Problem many;
+    many.elements = many_workgroups_size(1024, 4, 128u << 20);
+    cases.push_back({"many-workgroups n=" + std::to_string(many.elements), many, "uniform"});
+    return cases;
+  }
+
+  CaseInputs make_inputs(const CaseSpec& spec, std::uint64_t seed) const override {
+    std::mt19937_64 random(seed);
+    CaseInputs inputs;
+    inputs.problem = spec.problem;
+    // Thresholds that keep about half, almost all, almost none, and the signed zeros.
+    const float thresholds[] = {0.0f, -0.0f, -999.0f, 999.0f,
+                                std::uniform_real_distribution<float>(-1000, 1000)(random)};
+    inputs.problem.threshold = thresholds[random() % std::size(thresholds)];
+    inputs.buffers["x"] =
+        to_bytes(random_floats(spec.problem.elements, spec.value_profile, random));
+    return inputs;
+  }
+
+  CaseVerdict check(const CaseInputs& inputs,
+                    const std::map<std::string, std::vector<std::byte>>& outputs) const override {
+    const std::uint64_t n = inputs.problem.elements;
+    const std::vector<float> x = from_bytes<float>(inputs.buffers.at("x"), n);
+    std::vector<std::uint32_t> expected;
+    for (float value : x) {
+      if (kept(value, inputs.problem.threshold)) expected.push_back(float_bits(value));
+    }
+    const std::uint32_t count = from_bytes<std::uint32_t>(outputs.at("count"), 1)[0];
+    CaseVerdict verdict;
+    if (count != expected.size()) {
+      verdict.failed_checks.push_back("count is " + std::to_string(count) + ", expected " +
+                                      std::to_string(expected.size()));
+    }
+    verdict.report = compare_exact(
+        expected, from_bytes<std::uint32_t>(outputs.at("y"), std::min<std::uint64_t>(count, n)));
+    return verdict;
+  }
+
+  WorkAmount work(const Problem& problem) const override { return {6 * problem.elements, 0}; }
+
+  Problem tuning_problem(bool cpu_adapter) const override {
+    Problem problem;
+    problem.elements = cpu_adapter ? (1u << 22) : (1u << 28);
+    return problem;
+  }
+};
+
+}  // namespace
+
+const KernelDefinition& compact_f32_kernel() {
+  static const CompactF32 kKernel;
+  return kKernel;
+}
+
+}  // namespace wgsl_forge::kernels

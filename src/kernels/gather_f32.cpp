@@ -1,0 +1,165 @@
+// gather_f32: y[i] = x[idx[i]] for i < n.
+//
+// An index at or past the length of x is defined: y[i] = +0.0 (its bits 0x00000000), so a
+// database can gather through a sentinel index without a bounds pass. Values move as raw bits
+// (NaN payloads, -0 and subnormals arrive unchanged). Knobs: workgroup_size, items_per_invocation
+// (elements per invocation, `workgroup_size` apart).
+//
+// Oracle: the sequential gather with the same rule; exact. Bytes moved: 12 n (index, value, out).
+
+#include "kernel_support.hpp"
+
+namespace wgsl_forge::kernels {
+namespace {
+
+using namespace support;
+
+class GatherF32 final : public KernelDefinition {
+ public:
+  std::string_view id() const override { return "gather_f32"; }
+  std::uint32_t revision() const override { return 1; }
+  std::string_view summary() const override {
+    return "y[i] = x[idx[i]] (an index past the end of x gives +0.0)";
+  }
+
+  std::vector<KnobSpec> knobs() const override {
+    return {{"workgroup_size", "invocations per workgroup", {64, 128, 256, 512, 1024}, 256},
+            {"items_per_invocation", "elements per invocation", {1, 2, 4, 8}, 1}};
+  }
+
+  std::vector<KernelBinding> bindings() const override {
+    return {{0, 0, BindingKind::kUniform, "params"},
+            {0, 1, BindingKind::kStorageRead, "x"},
+            {0, 2, BindingKind::kStorageRead, "idx"},
+            {0, 3, BindingKind::kStorageReadWrite, "y"}};
+  }
+
+  std::vector<std::string> entry_points() const override { return {"gather"}; }
+
+  std::string generate_wgsl(const Schedule& schedule) const override {
+    const std::string wg = knob_string(schedule, "workgroup_size");
+    const std::string items = knob_string(schedule, "items_per_invocation");
+    return std::string(kLinearWorkgroupWgsl) +
+           "\nstruct Params { n: u32, source_length: u32 }\n"
+           "@group(0) @binding(0) var<uniform> params: Params;\n"
+           "@group(0) @binding(1) var<storage, read> x: array<u32>;\n"
+           "@group(0) @binding(2) var<storage, read> idx: array<u32>;\n"
+           "@group(0) @binding(3) var<storage, read_write> y: array<u32>;\n\n"
+           "@compute @workgroup_size(" +
+           wg +
+           ")\n"
+           "fn gather(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: "
+           "vec3u,\n"
+           "          @builtin(local_invocation_index) local: u32) {\n"
+           "  let first = linear_workgroup(group, groups) * (" +
+           wg + "u * " + items +
+           "u) + local;\n"
+           "  for (var item = 0u; item < " +
+           items +
+           "u; item++) {\n"
+           "    let i = first + item * " +
+           wg +
+           "u;\n"
+           "    if (i < params.n) {\n"
+           "      let j = idx[i];\n"
+           "      var value = 0u;\n"
+           "      if (j < params.source_length) { value = x[j]; }\n"
+           "      y[i] = value;\n"
+           "    }\n"
+           "  }\n"
+           "}\n";
+  }
+
+  Result<DispatchPlan> plan(const Schedule& schedule, const Problem& problem,
+                            const DeviceCapabilities&) const override {
+    const std::uint64_t n = problem.elements;
+    const std::uint64_t source = source_length(n);
+    const std::uint64_t per_workgroup =
+        std::uint64_t{knob(schedule, "workgroup_size")} * knob(schedule, "items_per_invocation");
+    const std::map<std::uint32_t, std::string> buffers = {{1, "x"}, {2, "idx"}, {3, "y"}};
+    DispatchPlan plan;
+    plan.buffers = {{"x", std::max<std::uint64_t>(4, source * 4), BufferRole::kInput},
+                    {"idx", std::max<std::uint64_t>(4, n * 4), BufferRole::kInput},
+                    {"y", std::max<std::uint64_t>(4, n * 4), BufferRole::kOutput}};
+    plan.passes = {{"gather",
+                    ceil_div(n, per_workgroup),
+                    buffers,
+                    {static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(source)}}};
+    return plan;
+  }
+
+  std::string tolerance() const override { return "exact (bits)"; }
+
+  std::vector<CaseSpec> certification_cases() const override {
+    std::vector<CaseSpec> cases;
+    for (std::uint64_t n : edge_sizes(256, 1024)) {
+      for (const char* profile : {"random", "out-of-range", "sequential"}) {
+        Problem problem;
+        problem.elements = n;
+        cases.push_back({"n=" + std::to_string(n) + " " + profile, problem, profile});
+      }
+    }
+    Problem many;
+    many.elements = many_workgroups_size(256, 4, 128u << 20);
+    cases.push_back({"many-workgroups n=" + std::to_string(many.elements), many, "random"});
+    return cases;
+  }
+
+  CaseInputs make_inputs(const CaseSpec& spec, std::uint64_t seed) const override {
+    std::mt19937_64 random(seed);
+    CaseInputs inputs;
+    inputs.problem = spec.problem;
+    const std::uint64_t n = spec.problem.elements;
+    const std::uint64_t source = source_length(n);
+    std::vector<std::uint32_t> idx(n);
+    for (std::uint64_t i = 0; i < n; ++i) {
+      if (spec.value_profile == "sequential") {
+        idx[i] = static_cast<std::uint32_t>(i % source);
+      } else if (spec.value_profile == "out-of-range" && random() % 4 == 0) {
+        const std::uint32_t past[] = {static_cast<std::uint32_t>(source),
+                                      static_cast<std::uint32_t>(source + random() % 1000),
+                                      0xffffffffu};
+        idx[i] = past[random() % 3];
+      } else {
+        idx[i] = static_cast<std::uint32_t>(random() % source);
+      }
+    }
+    inputs.buffers["x"] = to_bytes(random_floats(source, "specials", random));
+    inputs.buffers["idx"] = to_bytes(idx);
+    return inputs;
+  }
+
+  CaseVerdict check(const CaseInputs& inputs,
+                    const std::map<std::string, std::vector<std::byte>>& outputs) const override {
+    const std::uint64_t n = inputs.problem.elements;
+    const std::uint64_t source = source_length(n);
+    const auto x = from_bytes<std::uint32_t>(inputs.buffers.at("x"), source);
+    const auto idx = from_bytes<std::uint32_t>(inputs.buffers.at("idx"), n);
+    std::vector<std::uint32_t> expected(n);
+    for (std::uint64_t i = 0; i < n; ++i) expected[i] = idx[i] < source ? x[idx[i]] : 0u;
+    CaseVerdict verdict;
+    verdict.report = compare_exact(expected, from_bytes<std::uint32_t>(outputs.at("y"), n));
+    return verdict;
+  }
+
+  WorkAmount work(const Problem& problem) const override { return {12 * problem.elements, 0}; }
+
+  Problem tuning_problem(bool cpu_adapter) const override {
+    Problem problem;
+    problem.elements = cpu_adapter ? (1u << 22) : (1u << 28);
+    return problem;
+  }
+
+ private:
+  // The gathered-from array is as long as the output (at least one element).
+  static std::uint64_t source_length(std::uint64_t n) { return std::max<std::uint64_t>(1, n); }
+};
+
+}  // namespace
+
+const KernelDefinition& gather_f32_kernel() {
+  static const GatherF32 kKernel;
+  return kKernel;
+}
+
+}  // namespace wgsl_forge::kernels

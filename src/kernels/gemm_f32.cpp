@@ -1,0 +1,276 @@
+// gemm_f32: C = A x B, row-major, A is m x k, B is k x n, C is m x n; any m, n, k.
+//
+// Each workgroup computes a tile_m x tile_n block of C, walking k in steps of tile_k through
+// tiles of A and B staged in workgroup memory; each invocation computes thread_m x thread_n
+// outputs held in registers. Edges are handled by loading zeros past m, n or k and not storing
+// past m or n. Knobs: tile_m, tile_n, tile_k, thread_m, thread_n. Workgroup size is
+// (tile_m / thread_m) * (tile_n / thread_n); workgroup memory is 4 (tile_m + tile_n) tile_k bytes.
+//
+// Oracle: the product in double. Tolerance (accumulation in any order, subnormals may flush):
+// |c - exact| <= k 2^-23 sum_l |a_il b_lj| + k FLT_MIN. FLOPs: 2 m n k.
+
+#include <cmath>
+#include <limits>
+
+#include "kernel_support.hpp"
+
+namespace wgsl_forge::kernels {
+namespace {
+
+using namespace support;
+
+class GemmF32 final : public KernelDefinition {
+ public:
+  std::string_view id() const override { return "gemm_f32"; }
+  std::uint32_t revision() const override { return 1; }
+  std::string_view summary() const override { return "C = A x B, row-major f32, any m, n, k"; }
+
+  std::vector<KnobSpec> knobs() const override {
+    return {{"tile_m", "rows of C per workgroup", {16, 32, 64, 128}, 16},
+            {"tile_n", "columns of C per workgroup", {16, 32, 64, 128}, 16},
+            {"tile_k", "depth of the staged tiles", {8, 16, 32}, 16},
+            {"thread_m", "rows of C per invocation", {1, 2, 4, 8}, 1},
+            {"thread_n", "columns of C per invocation", {1, 2, 4, 8}, 1}};
+  }
+
+  Status check_resources(const Schedule& schedule,
+                         const DeviceCapabilities& device) const override {
+    const std::uint32_t tile_m = knob(schedule, "tile_m");
+    const std::uint32_t tile_n = knob(schedule, "tile_n");
+    const std::uint32_t invocations =
+        (tile_m / knob(schedule, "thread_m")) * (tile_n / knob(schedule, "thread_n"));
+    if (invocations > device.max_invocations_per_workgroup || invocations < 32) {
+      return Error(
+          ErrorKind::kInvalidInput,
+          "Knobs tile_m/thread_m x tile_n/thread_n give " + std::to_string(invocations) +
+              " invocations per workgroup, outside 32..maxComputeInvocationsPerWorkgroup (" +
+              std::to_string(device.max_invocations_per_workgroup) + ").");
+    }
+    const std::uint64_t bytes = 4ull * (tile_m + tile_n) * knob(schedule, "tile_k");
+    if (bytes > device.max_workgroup_storage_size) {
+      return Error(ErrorKind::kInvalidInput,
+                   "Knobs tile_m, tile_n and tile_k need " + std::to_string(bytes) +
+                       " bytes of workgroup memory, more than maxComputeWorkgroupStorageSize (" +
+                       std::to_string(device.max_workgroup_storage_size) + ").");
+    }
+    return Ok{};
+  }
+
+  std::vector<KernelBinding> bindings() const override {
+    return {{0, 0, BindingKind::kUniform, "params"},
+            {0, 1, BindingKind::kStorageRead, "a"},
+            {0, 2, BindingKind::kStorageRead, "b"},
+            {0, 3, BindingKind::kStorageReadWrite, "c"}};
+  }
+
+  std::vector<std::string> entry_points() const override { return {"gemm"}; }
+
+  std::string generate_wgsl(const Schedule& schedule) const override {
+    const std::uint32_t tile_m = knob(schedule, "tile_m");
+    const std::uint32_t tile_n = knob(schedule, "tile_n");
+    const std::uint32_t tile_k = knob(schedule, "tile_k");
+    const std::uint32_t thread_m = knob(schedule, "thread_m");
+    const std::uint32_t thread_n = knob(schedule, "thread_n");
+    const std::uint32_t columns = tile_n / thread_n;  // invocations along n
+    const std::uint32_t invocations = (tile_m / thread_m) * columns;
+    auto u = [](std::uint32_t value) { return std::to_string(value) + "u"; };
+    return std::string(kLinearWorkgroupWgsl) +
+           "\nstruct Params { m: u32, n: u32, k: u32, tiles_n: u32 }\n"
+           "@group(0) @binding(0) var<uniform> params: Params;\n"
+           "@group(0) @binding(1) var<storage, read> a: array<f32>;\n"
+           "@group(0) @binding(2) var<storage, read> b: array<f32>;\n"
+           "@group(0) @binding(3) var<storage, read_write> c: array<f32>;\n\n"
+           "var<workgroup> tile_a: array<f32, " +
+           std::to_string(tile_m * tile_k) +
+           ">;  // [row][depth]\n"
+           "var<workgroup> tile_b: array<f32, " +
+           std::to_string(tile_k * tile_n) +
+           ">;  // [depth][column]\n\n"
+           "@compute @workgroup_size(" +
+           std::to_string(invocations) +
+           ")\n"
+           "fn gemm(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,\n"
+           "        @builtin(local_invocation_index) local: u32) {\n"
+           "  let tile = linear_workgroup(group, groups);\n"
+           "  let row0 = (tile / params.tiles_n) * " +
+           u(tile_m) +
+           ";\n"
+           "  let col0 = (tile % params.tiles_n) * " +
+           u(tile_n) +
+           ";\n"
+           "  let my_row = (local / " +
+           u(columns) + ") * " + u(thread_m) +
+           ";\n"
+           "  let my_col = (local % " +
+           u(columns) + ") * " + u(thread_n) +
+           ";\n"
+           "  var acc = array<array<f32, " +
+           std::to_string(thread_n) + ">, " + std::to_string(thread_m) +
+           ">();\n"
+           "  for (var k0 = 0u; k0 < params.k; k0 += " +
+           u(tile_k) +
+           ") {\n"
+           "    for (var e = local; e < " +
+           u(tile_m * tile_k) + "; e += " + u(invocations) +
+           ") {\n"
+           "      let r = row0 + e / " +
+           u(tile_k) +
+           ";\n"
+           "      let d = k0 + e % " +
+           u(tile_k) +
+           ";\n"
+           "      var value = 0.0;\n"
+           "      if (r < params.m && d < params.k) { value = a[r * params.k + d]; }\n"
+           "      tile_a[e] = value;\n"
+           "    }\n"
+           "    for (var e = local; e < " +
+           u(tile_k * tile_n) + "; e += " + u(invocations) +
+           ") {\n"
+           "      let d = k0 + e / " +
+           u(tile_n) +
+           ";\n"
+           "      let col = col0 + e % " +
+           u(tile_n) +
+           ";\n"
+           "      var value = 0.0;\n"
+           "      if (d < params.k && col < params.n) { value = b[d * params.n + col]; }\n"
+           "      tile_b[e] = value;\n"
+           "    }\n"
+           "    workgroupBarrier();\n"
+           "    for (var d = 0u; d < " +
+           u(tile_k) +
+           "; d++) {\n"
+           "      var b_values = array<f32, " +
+           std::to_string(thread_n) +
+           ">();\n"
+           "      for (var j = 0u; j < " +
+           u(thread_n) + "; j++) { b_values[j] = tile_b[d * " + u(tile_n) +
+           " + my_col + j]; }\n"
+           "      for (var i = 0u; i < " +
+           u(thread_m) +
+           "; i++) {\n"
+           "        let a_value = tile_a[(my_row + i) * " +
+           u(tile_k) +
+           " + d];\n"
+           "        for (var j = 0u; j < " +
+           u(thread_n) +
+           "; j++) { acc[i][j] = fma(a_value, b_values[j], acc[i][j]); }\n"
+           "      }\n"
+           "    }\n"
+           "    workgroupBarrier();\n"
+           "  }\n"
+           "  for (var i = 0u; i < " +
+           u(thread_m) +
+           "; i++) {\n"
+           "    for (var j = 0u; j < " +
+           u(thread_n) +
+           "; j++) {\n"
+           "      let r = row0 + my_row + i;\n"
+           "      let col = col0 + my_col + j;\n"
+           "      if (r < params.m && col < params.n) { c[r * params.n + col] = acc[i][j]; }\n"
+           "    }\n"
+           "  }\n"
+           "}\n";
+  }
+
+  Result<DispatchPlan> plan(const Schedule& schedule, const Problem& problem,
+                            const DeviceCapabilities&) const override {
+    const std::uint64_t tiles_n = ceil_div(problem.n, knob(schedule, "tile_n"));
+    const std::uint64_t tiles_m = ceil_div(problem.m, knob(schedule, "tile_m"));
+    const std::map<std::uint32_t, std::string> buffers = {{1, "a"}, {2, "b"}, {3, "c"}};
+    DispatchPlan plan;
+    plan.buffers = {
+        {"a", std::max<std::uint64_t>(4, 4ull * problem.m * problem.k), BufferRole::kInput},
+        {"b", std::max<std::uint64_t>(4, 4ull * problem.k * problem.n), BufferRole::kInput},
+        {"c", std::max<std::uint64_t>(4, 4ull * problem.m * problem.n), BufferRole::kOutput}};
+    plan.passes = {{"gemm",
+                    tiles_m * tiles_n,
+                    buffers,
+                    {problem.m, problem.n, problem.k, static_cast<std::uint32_t>(tiles_n)}}};
+    return plan;
+  }
+
+  std::string tolerance() const override {
+    return "|c - exact| <= k 2^-23 sum_l |a_il b_lj| + k FLT_MIN (any accumulation order, "
+           "subnormals may flush)";
+  }
+
+  std::vector<CaseSpec> certification_cases() const override {
+    const std::uint32_t shapes[][3] = {{1, 1, 1},      {17, 33, 9}, {64, 64, 64}, {65, 63, 129},
+                                       {128, 96, 200}, {1, 300, 7}, {300, 1, 7},  {5, 7, 0}};
+    std::vector<CaseSpec> cases;
+    for (const auto& shape : shapes) {
+      Problem problem;
+      problem.m = shape[0];
+      problem.n = shape[1];
+      problem.k = shape[2];
+      cases.push_back({"m=" + std::to_string(shape[0]) + " n=" + std::to_string(shape[1]) +
+                           " k=" + std::to_string(shape[2]),
+                       problem, shape[0] == 64 ? "uniform" : "small"});
+    }
+    return cases;
+  }
+
+  CaseInputs make_inputs(const CaseSpec& spec, std::uint64_t seed) const override {
+    std::mt19937_64 random(seed);
+    CaseInputs inputs;
+    inputs.problem = spec.problem;
+    const Problem& p = spec.problem;
+    inputs.buffers["a"] =
+        to_bytes(random_floats(std::uint64_t{p.m} * p.k, spec.value_profile, random));
+    inputs.buffers["b"] =
+        to_bytes(random_floats(std::uint64_t{p.k} * p.n, spec.value_profile, random));
+    return inputs;
+  }
+
+  CaseVerdict check(const CaseInputs& inputs,
+                    const std::map<std::string, std::vector<std::byte>>& outputs) const override {
+    const Problem& p = inputs.problem;
+    const auto a = from_bytes<float>(inputs.buffers.at("a"), std::uint64_t{p.m} * p.k);
+    const auto b = from_bytes<float>(inputs.buffers.at("b"), std::uint64_t{p.k} * p.n);
+    const auto c = from_bytes<float>(outputs.at("c"), std::uint64_t{p.m} * p.n);
+    std::vector<double> expected(std::uint64_t{p.m} * p.n);
+    std::vector<double> allowed(expected.size());
+    for (std::uint32_t i = 0; i < p.m; ++i) {
+      for (std::uint32_t j = 0; j < p.n; ++j) {
+        double sum = 0;
+        double magnitude = 0;
+        for (std::uint32_t l = 0; l < p.k; ++l) {
+          double term =
+              static_cast<double>(a[std::uint64_t{i} * p.k + l]) * b[std::uint64_t{l} * p.n + j];
+          sum += term;
+          magnitude += std::abs(term);
+        }
+        expected[std::uint64_t{i} * p.n + j] = sum;
+        allowed[std::uint64_t{i} * p.n + j] =
+            p.k * std::ldexp(magnitude, -23) +
+            p.k * static_cast<double>(std::numeric_limits<float>::min());
+      }
+    }
+    CaseVerdict verdict;
+    verdict.report = compare_within(expected, c, allowed);
+    verdict.allowed_relative_error = p.k * std::ldexp(1.0, -23);
+    return verdict;
+  }
+
+  WorkAmount work(const Problem& problem) const override {
+    return {4ull * (std::uint64_t{problem.m} * problem.k + std::uint64_t{problem.k} * problem.n +
+                    std::uint64_t{problem.m} * problem.n),
+            2ull * problem.m * problem.n * problem.k};
+  }
+
+  Problem tuning_problem(bool cpu_adapter) const override {
+    Problem problem;
+    problem.m = problem.n = problem.k = cpu_adapter ? 256 : 4096;
+    return problem;
+  }
+};
+
+}  // namespace
+
+const KernelDefinition& gemm_f32_kernel() {
+  static const GemmF32 kKernel;
+  return kKernel;
+}
+
+}  // namespace wgsl_forge::kernels

@@ -1,0 +1,217 @@
+// histogram_u32: counts[b] = number of i with x[i] % bins == b, for bins from 1 to 4096.
+//
+// Passes: "clear" zeroes the counts, "count" adds every element. Knobs: workgroup_size;
+// items_per_invocation (elements per invocation, `workgroup_size` apart); private_copies: 0 adds
+// straight to the global counts with atomics, 1 or 2 first count into that many copies of the
+// histogram in workgroup memory (4096 bins each: 16 KiB per copy, so 2 needs 32 KiB), spreading
+// the invocations over the copies to cut contention, and then flush the non-zero bins.
+//
+// Oracle: the sequential count; exact, and the counts must sum to n. Bytes moved: 4 n.
+
+#include <numeric>
+
+#include "kernel_support.hpp"
+
+namespace wgsl_forge::kernels {
+namespace {
+
+using namespace support;
+
+constexpr std::uint32_t kMaxBins = 4096;
+
+class HistogramU32 final : public KernelDefinition {
+ public:
+  std::string_view id() const override { return "histogram_u32"; }
+  std::uint32_t revision() const override { return 1; }
+  std::string_view summary() const override { return "counts of x[i] % bins, bins from 1 to 4096"; }
+
+  std::vector<KnobSpec> knobs() const override {
+    return {{"workgroup_size", "invocations per workgroup", {64, 128, 256, 512, 1024}, 256},
+            {"items_per_invocation", "elements per invocation", {1, 2, 4, 8, 16}, 1},
+            {"private_copies",
+             "histogram copies in workgroup memory (0: global atomics only)",
+             {0, 1, 2},
+             0}};
+  }
+
+  Status check_resources(const Schedule& schedule,
+                         const DeviceCapabilities& device) const override {
+    const std::uint64_t bytes = std::uint64_t{knob(schedule, "private_copies")} * kMaxBins * 4;
+    if (bytes > device.max_workgroup_storage_size) {
+      return Error(ErrorKind::kInvalidInput,
+                   "Knob private_copies (" + knob_string(schedule, "private_copies") + ") needs " +
+                       std::to_string(bytes) +
+                       " bytes of workgroup memory, more than maxComputeWorkgroupStorageSize (" +
+                       std::to_string(device.max_workgroup_storage_size) + ").");
+    }
+    return Ok{};
+  }
+
+  std::vector<KernelBinding> bindings() const override {
+    return {{0, 0, BindingKind::kUniform, "params"},
+            {0, 1, BindingKind::kStorageRead, "x"},
+            {0, 2, BindingKind::kStorageReadWrite, "counts"}};
+  }
+
+  std::vector<std::string> entry_points() const override { return {"clear", "count"}; }
+
+  std::string generate_wgsl(const Schedule& schedule) const override {
+    const std::string wg = knob_string(schedule, "workgroup_size");
+    const std::string items = knob_string(schedule, "items_per_invocation");
+    const std::uint32_t copies = knob(schedule, "private_copies");
+    std::string wgsl =
+        std::string(kLinearWorkgroupWgsl) +
+        "\nstruct Params { n: u32, bins: u32 }\n"
+        "@group(0) @binding(0) var<uniform> params: Params;\n"
+        "@group(0) @binding(1) var<storage, read> x: array<u32>;\n"
+        "@group(0) @binding(2) var<storage, read_write> counts: array<atomic<u32>>;\n\n"
+        "@compute @workgroup_size(" +
+        wg +
+        ")\n"
+        "fn clear(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,\n"
+        "         @builtin(local_invocation_index) local: u32) {\n"
+        "  let b = linear_workgroup(group, groups) * " +
+        wg +
+        "u + local;\n"
+        "  if (b < params.bins) { atomicStore(&counts[b], 0u); }\n"
+        "}\n\n";
+    const std::string loop = "  let first = linear_workgroup(group, groups) * (" + wg + "u * " +
+                             items +
+                             "u) + local;\n"
+                             "  for (var item = 0u; item < " +
+                             items +
+                             "u; item++) {\n"
+                             "    let i = first + item * " +
+                             wg +
+                             "u;\n"
+                             "    if (i < params.n) { ADD; }\n"
+                             "  }\n";
+    const std::string builtins =
+        "(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,\n"
+        "         @builtin(local_invocation_index) local: u32)";
+    if (copies == 0) {
+      std::string body = loop;
+      body.replace(body.find("ADD"), 3, "atomicAdd(&counts[x[i] % params.bins], 1u)");
+      wgsl += "@compute @workgroup_size(" + wg + ")\nfn count" + builtins + " {\n" + body + "}\n";
+      return wgsl;
+    }
+    const std::string slots = std::to_string(copies * kMaxBins);
+    std::string body = loop;
+    body.replace(body.find("ADD"), 3,
+                 "atomicAdd(&local_counts[copy * " + std::to_string(kMaxBins) +
+                     "u + x[i] % params.bins], 1u)");
+    wgsl += "var<workgroup> local_counts: array<atomic<u32>, " + slots +
+            ">;\n\n"
+            "@compute @workgroup_size(" +
+            wg + ")\nfn count" + builtins +
+            " {\n"
+            "  let copy = local % " +
+            std::to_string(copies) +
+            "u;\n"
+            "  for (var b = local; b < " +
+            slots + "u; b += " + wg +
+            "u) { atomicStore(&local_counts[b], 0u); }\n"
+            "  workgroupBarrier();\n" +
+            body +
+            "  workgroupBarrier();\n"
+            "  for (var b = local; b < params.bins; b += " +
+            wg +
+            "u) {\n"
+            "    var total = 0u;\n"
+            "    for (var c = 0u; c < " +
+            std::to_string(copies) +
+            "u; c++) {\n"
+            "      total += atomicLoad(&local_counts[c * " +
+            std::to_string(kMaxBins) +
+            "u + b]);\n"
+            "    }\n"
+            "    if (total != 0u) { atomicAdd(&counts[b], total); }\n"
+            "  }\n"
+            "}\n";
+    return wgsl;
+  }
+
+  Result<DispatchPlan> plan(const Schedule& schedule, const Problem& problem,
+                            const DeviceCapabilities&) const override {
+    if (problem.bins < 1 || problem.bins > kMaxBins) {
+      return Error(ErrorKind::kInvalidInput,
+                   "Bin count (" + std::to_string(problem.bins) + ") is outside 1..4096.");
+    }
+    const std::uint64_t n = problem.elements;
+    const std::uint64_t wg = knob(schedule, "workgroup_size");
+    const std::uint64_t per_workgroup = wg * knob(schedule, "items_per_invocation");
+    const std::vector<std::uint32_t> params = {static_cast<std::uint32_t>(n), problem.bins};
+    DispatchPlan plan;
+    plan.buffers = {{"x", std::max<std::uint64_t>(4, n * 4), BufferRole::kInput},
+                    {"counts", std::uint64_t{problem.bins} * 4, BufferRole::kOutput}};
+    plan.passes = {{"clear", ceil_div(problem.bins, wg), {{1, "x"}, {2, "counts"}}, params},
+                   {"count", ceil_div(n, per_workgroup), {{1, "x"}, {2, "counts"}}, params}};
+    return plan;
+  }
+
+  std::string tolerance() const override { return "exact; counts sum to n"; }
+
+  std::vector<CaseSpec> certification_cases() const override {
+    std::vector<CaseSpec> cases;
+    for (std::uint32_t bins : {1u, 7u, 256u, 4096u}) {
+      for (std::uint64_t n : edge_sizes(256, 1024)) {
+        Problem problem;
+        problem.elements = n;
+        problem.bins = bins;
+        const char* profile = n % 2 == 0 ? "uniform" : "equal";
+        cases.push_back({"bins=" + std::to_string(bins) + " n=" + std::to_string(n) + " " + profile,
+                         problem, profile});
+      }
+    }
+    Problem many;
+    many.elements = many_workgroups_size(256, 4, 128u << 20);
+    many.bins = 256;
+    cases.push_back(
+        {"many-workgroups bins=256 n=" + std::to_string(many.elements), many, "uniform"});
+    return cases;
+  }
+
+  CaseInputs make_inputs(const CaseSpec& spec, std::uint64_t seed) const override {
+    std::mt19937_64 random(seed);
+    CaseInputs inputs;
+    inputs.problem = spec.problem;
+    inputs.buffers["x"] = to_bytes(random_u32(spec.problem.elements, spec.value_profile, random));
+    return inputs;
+  }
+
+  CaseVerdict check(const CaseInputs& inputs,
+                    const std::map<std::string, std::vector<std::byte>>& outputs) const override {
+    const std::uint64_t n = inputs.problem.elements;
+    const std::uint32_t bins = inputs.problem.bins;
+    const std::vector<std::uint32_t> x = from_bytes<std::uint32_t>(inputs.buffers.at("x"), n);
+    std::vector<std::uint32_t> expected(bins, 0);
+    for (std::uint32_t value : x) ++expected[value % bins];
+    const std::vector<std::uint32_t> counts = from_bytes<std::uint32_t>(outputs.at("counts"), bins);
+    CaseVerdict verdict;
+    verdict.report = compare_exact(expected, counts);
+    const std::uint64_t total = std::accumulate(counts.begin(), counts.end(), std::uint64_t{0});
+    if (total != n) {
+      verdict.failed_checks.push_back("counts sum to " + std::to_string(total) +
+                                      ", not n = " + std::to_string(n));
+    }
+    return verdict;
+  }
+
+  WorkAmount work(const Problem& problem) const override { return {4 * problem.elements, 0}; }
+
+  Problem tuning_problem(bool cpu_adapter) const override {
+    Problem problem;
+    problem.elements = cpu_adapter ? (1u << 22) : (1u << 28);
+    problem.bins = 256;
+    return problem;
+  }
+};
+
+}  // namespace
+
+const KernelDefinition& histogram_u32_kernel() {
+  static const HistogramU32 kKernel;
+  return kKernel;
+}
+
+}  // namespace wgsl_forge::kernels

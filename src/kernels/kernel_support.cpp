@@ -1,0 +1,308 @@
+#include "kernel_support.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <limits>
+
+namespace wgsl_forge::kernels::support {
+
+std::uint32_t float_bits(float value) { return std::bit_cast<std::uint32_t>(value); }
+float bits_float(std::uint32_t bits) { return std::bit_cast<float>(bits); }
+
+std::uint64_t round_up(std::uint64_t value, std::uint64_t multiple) {
+  return ceil_div(value, multiple) * multiple;
+}
+std::uint64_t ceil_div(std::uint64_t value, std::uint64_t divisor) {
+  return (value + divisor - 1) / divisor;
+}
+
+std::vector<float> random_floats(std::size_t count, const std::string& profile,
+                                 std::mt19937_64& random) {
+  std::vector<float> values(count);
+  std::uniform_real_distribution<float> uniform(-1000.0f, 1000.0f);
+  std::uniform_real_distribution<float> small(-1.0f, 1.0f);
+  std::uniform_real_distribution<float> positive(0.0f, 1e6f);
+  const float constant = uniform(random);
+  static const float kSpecials[] = {std::numeric_limits<float>::quiet_NaN(),
+                                    std::numeric_limits<float>::infinity(),
+                                    -std::numeric_limits<float>::infinity(),
+                                    -0.0f,
+                                    0.0f,
+                                    std::numeric_limits<float>::denorm_min(),
+                                    -std::numeric_limits<float>::denorm_min() * 77.0f,
+                                    std::numeric_limits<float>::min() / 2.0f,
+                                    std::numeric_limits<float>::max(),
+                                    -3.0e38f,
+                                    1.0e30f};
+  for (float& value : values) {
+    if (profile == "small") {
+      value = small(random);
+    } else if (profile == "positive") {
+      value = positive(random);
+    } else if (profile == "constant") {
+      value = constant;
+    } else if (profile == "specials" && random() % 4 == 0) {
+      value = kSpecials[random() % std::size(kSpecials)];
+    } else {
+      value = uniform(random);
+    }
+  }
+  return values;
+}
+
+std::vector<std::uint32_t> random_u32(std::size_t count, const std::string& profile,
+                                      std::mt19937_64& random) {
+  std::vector<std::uint32_t> values(count);
+  const auto constant = static_cast<std::uint32_t>(random());
+  for (auto& value : values) {
+    auto bits = static_cast<std::uint32_t>(random());
+    if (profile == "small") {
+      value = bits % 1000;
+    } else if (profile == "equal") {
+      value = constant;
+    } else if (profile == "top-bits") {
+      value = (bits & 0xff000000u) | (constant & 0x00ffffffu);
+    } else {
+      value = bits;
+    }
+  }
+  if (profile == "sorted") std::sort(values.begin(), values.end());
+  if (profile == "reversed") std::sort(values.begin(), values.end(), std::greater<>());
+  return values;
+}
+
+namespace {
+
+void record_mismatch(ComparisonReport& report, std::uint64_t index, double expected,
+                     double actual) {
+  if (report.mismatch_count++ == 0) report.first_mismatch = Mismatch{index, expected, actual};
+}
+
+void record_error(ComparisonReport& report, double expected, double actual) {
+  if (std::isnan(expected) || std::isnan(actual) || std::isinf(expected) || std::isinf(actual)) {
+    return;
+  }
+  double absolute = std::abs(actual - expected);
+  report.max_absolute_error = std::max(report.max_absolute_error, absolute);
+  if (expected != 0) {
+    report.max_relative_error = std::max(report.max_relative_error, absolute / std::abs(expected));
+  }
+}
+
+}  // namespace
+
+ComparisonReport compare_exact(std::span<const std::uint32_t> expected,
+                               std::span<const std::uint32_t> actual) {
+  ComparisonReport report;
+  report.compared = expected.size();
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    std::uint32_t got = i < actual.size() ? actual[i] : 0;
+    if (got != expected[i]) {
+      record_mismatch(report, i, expected[i], got);
+      record_error(report, expected[i], got);
+    }
+  }
+  if (actual.size() < expected.size() && report.mismatch_count == 0) {
+    record_mismatch(report, actual.size(), 0, 0);
+  }
+  return report;
+}
+
+ComparisonReport compare_bitwise(std::span<const float> expected, std::span<const float> actual) {
+  ComparisonReport report;
+  report.compared = expected.size();
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    float got = actual[i];
+    bool same =
+        (std::isnan(expected[i]) && std::isnan(got)) || float_bits(expected[i]) == float_bits(got);
+    if (!same) {
+      record_mismatch(report, i, expected[i], got);
+      record_error(report, expected[i], got);
+    }
+  }
+  return report;
+}
+
+ComparisonReport compare_within(std::span<const double> expected, std::span<const float> actual,
+                                std::span<const double> allowed_absolute) {
+  ComparisonReport report;
+  report.compared = expected.size();
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    double got = actual[i];
+    bool ok;
+    if (std::isnan(expected[i]) || std::isinf(expected[i])) {
+      ok = (std::isnan(expected[i]) && std::isnan(got)) || expected[i] == got;
+    } else {
+      ok = std::isfinite(got) && std::abs(got - expected[i]) <= allowed_absolute[i];
+    }
+    record_error(report, expected[i], got);
+    if (!ok) record_mismatch(report, i, expected[i], got);
+  }
+  return report;
+}
+
+std::vector<std::uint64_t> edge_sizes(std::uint64_t workgroup, std::uint64_t tile) {
+  std::vector<std::uint64_t> sizes = {0,        1,    workgroup - 1, workgroup,    workgroup + 1,
+                                      tile - 1, tile, tile + 1,      3 * tile + 5, 7919,
+                                      104729};
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  return sizes;
+}
+
+std::uint64_t many_workgroups_size(std::uint64_t tile, std::uint64_t element_bytes,
+                                   std::uint64_t max_binding) {
+  std::uint64_t wanted = 65536 * tile + 3;
+  std::uint64_t fits = max_binding / element_bytes - 16;
+  return std::min(wanted, fits);
+}
+
+const char* const kLinearWorkgroupWgsl = R"(
+fn linear_workgroup(id: vec3u, count: vec3u) -> u32 {
+  return id.x + id.y * count.x;
+}
+)";
+
+const char* const kFloatKeyWgsl = R"(
+// Order-preserving keys: key(a) < key(b) exactly when a < b, with -0 < +0.
+fn float_key(x: f32) -> u32 {
+  let bits = bitcast<u32>(x);
+  return select(bits | 0x80000000u, ~bits, (bits & 0x80000000u) != 0u);
+}
+fn key_float(key: u32) -> f32 {
+  return bitcast<f32>(select(~key, key & 0x7fffffffu, (key & 0x80000000u) != 0u));
+}
+fn is_nan(x: f32) -> bool {
+  return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
+}
+)";
+
+std::string knob_string(const Schedule& schedule, const char* name) {
+  return std::to_string(schedule.get(name).value_or(0));
+}
+
+std::uint32_t knob(const Schedule& schedule, const char* name) {
+  return static_cast<std::uint32_t>(schedule.get(name).value_or(0));
+}
+
+}  // namespace wgsl_forge::kernels::support
+
+namespace wgsl_forge::kernels::support {
+
+std::string workgroup_scan_wgsl(std::uint32_t workgroup_size) {
+  const std::string wg = std::to_string(workgroup_size);
+  return "var<workgroup> scan_scratch: array<u32, " + wg +
+         ">;\n"
+         "fn workgroup_exclusive_scan(value: u32, local: u32) -> vec2u {\n"
+         "  scan_scratch[local] = value;\n"
+         "  workgroupBarrier();\n"
+         "  for (var offset = 1u; offset < " +
+         wg +
+         "u; offset *= 2u) {\n"
+         "    var add = 0u;\n"
+         "    if (local >= offset) { add = scan_scratch[local - offset]; }\n"
+         "    workgroupBarrier();\n"
+         "    scan_scratch[local] += add;\n"
+         "    workgroupBarrier();\n"
+         "  }\n"
+         "  let inclusive = scan_scratch[local];\n"
+         "  let total = scan_scratch[" +
+         wg +
+         "u - 1u];\n"
+         "  workgroupBarrier();\n"
+         "  return vec2u(inclusive - value, total);\n"
+         "}\n";
+}
+
+std::string reduce_then_scan_wgsl(const std::string& name, std::uint32_t workgroup_size,
+                                  std::uint32_t items) {
+  const std::string wg = std::to_string(workgroup_size);
+  const std::string per = std::to_string(items);
+  const std::string block = "(" + wg + "u * " + per + "u)";
+  const std::string builtins =
+      "(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,\n"
+      "    @builtin(local_invocation_index) local: u32)";
+  return "\n@compute @workgroup_size(" + wg + ")\nfn " + name + "_reduce" + builtins +
+         " {\n"
+         "  let b = linear_workgroup(group, groups);\n"
+         "  let first = b * " +
+         block + " + local * " + per +
+         "u;\n"
+         "  var sum = 0u;\n"
+         "  for (var j = 0u; j < " +
+         per +
+         "u; j++) {\n"
+         "    let i = first + j;\n"
+         "    if (i < scan_length()) { sum += scan_value(i); }\n"
+         "  }\n"
+         "  let scanned = workgroup_exclusive_scan(sum, local);\n"
+         "  if (local == 0u && b < scan_blocks()) { block_sums[b] = scanned.y; }\n"
+         "}\n"
+         "\n@compute @workgroup_size(" +
+         wg + ")\nfn " + name +
+         "_spine(@builtin(local_invocation_index) local: u32) {\n"
+         "  var carry = 0u;\n"
+         "  let blocks = scan_blocks();\n"
+         "  for (var start = 0u; start < blocks; start += " +
+         block +
+         ") {\n"
+         "    var values = array<u32, " +
+         per +
+         ">();\n"
+         "    var sum = 0u;\n"
+         "    for (var j = 0u; j < " +
+         per +
+         "u; j++) {\n"
+         "      let i = start + local * " +
+         per +
+         "u + j;\n"
+         "      if (i < blocks) { values[j] = block_sums[i]; }\n"
+         "      sum += values[j];\n"
+         "    }\n"
+         "    let scanned = workgroup_exclusive_scan(sum, local);\n"
+         "    var running = carry + scanned.x;\n"
+         "    for (var j = 0u; j < " +
+         per +
+         "u; j++) {\n"
+         "      let i = start + local * " +
+         per +
+         "u + j;\n"
+         "      if (i < blocks) { block_sums[i] = running; }\n"
+         "      running += values[j];\n"
+         "    }\n"
+         "    carry += scanned.y;\n"
+         "  }\n"
+         "  if (local == 0u) { scan_total(carry); }\n"
+         "}\n"
+         "\n@compute @workgroup_size(" +
+         wg + ")\nfn " + name + "_apply" + builtins +
+         " {\n"
+         "  let b = linear_workgroup(group, groups);\n"
+         "  let first = b * " +
+         block + " + local * " + per +
+         "u;\n"
+         "  var values = array<u32, " +
+         per +
+         ">();\n"
+         "  var sum = 0u;\n"
+         "  for (var j = 0u; j < " +
+         per +
+         "u; j++) {\n"
+         "    let i = first + j;\n"
+         "    if (i < scan_length()) { values[j] = scan_value(i); }\n"
+         "    sum += values[j];\n"
+         "  }\n"
+         "  let scanned = workgroup_exclusive_scan(sum, local);\n"
+         "  if (b >= scan_blocks()) { return; }\n"
+         "  var running = block_sums[b] + scanned.x;\n"
+         "  for (var j = 0u; j < " +
+         per +
+         "u; j++) {\n"
+         "    let i = first + j;\n"
+         "    if (i < scan_length()) { scan_store(i, running); }\n"
+         "    running += values[j];\n"
+         "  }\n"
+         "}\n";
+}
+
+}  // namespace wgsl_forge::kernels::support

@@ -1,0 +1,96 @@
+#pragma once
+// Helpers shared by the kernel files: byte views, seeded value profiles, oracle comparisons and
+// WGSL snippets. Internal to the kernels layer.
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "wgsl_forge/kernels.hpp"
+
+namespace wgsl_forge::kernels::support {
+
+template <typename T>
+std::vector<std::byte> to_bytes(const std::vector<T>& values) {
+  std::vector<std::byte> bytes(values.size() * sizeof(T));
+  if (!bytes.empty()) std::memcpy(bytes.data(), values.data(), bytes.size());
+  return bytes;
+}
+
+template <typename T>
+std::vector<T> from_bytes(const std::vector<std::byte>& bytes, std::size_t count) {
+  std::vector<T> values(count);
+  std::memcpy(values.data(), bytes.data(), std::min(bytes.size(), count * sizeof(T)));
+  return values;
+}
+
+std::uint32_t float_bits(float value);
+float bits_float(std::uint32_t bits);
+
+// Rounds up to a multiple of `multiple` (> 0).
+std::uint64_t round_up(std::uint64_t value, std::uint64_t multiple);
+std::uint64_t ceil_div(std::uint64_t value, std::uint64_t divisor);
+
+// f32 value profiles: "uniform" in [-1000, 1000], "small" in [-1, 1], "specials" (NaN, +-Inf,
+// -0, subnormals, huge magnitudes mixed into uniform values), "positive" in [0, 1e6),
+// "constant" (one value repeated).
+std::vector<float> random_floats(std::size_t count, const std::string& profile,
+                                 std::mt19937_64& random);
+// u32 profiles: "uniform" (all 32 bits), "small" (< 1000), "equal" (one value), "sorted",
+// "reversed", "top-bits" (only the high byte varies).
+std::vector<std::uint32_t> random_u32(std::size_t count, const std::string& profile,
+                                      std::mt19937_64& random);
+
+// Element-by-element exact comparison of u32 outputs.
+ComparisonReport compare_exact(std::span<const std::uint32_t> expected,
+                               std::span<const std::uint32_t> actual);
+// Bitwise comparison of f32 outputs (NaN matches NaN of any payload).
+ComparisonReport compare_bitwise(std::span<const float> expected, std::span<const float> actual);
+// |actual - expected| <= allowed_absolute[i] (NaN and infinities must match exactly).
+ComparisonReport compare_within(std::span<const double> expected, std::span<const float> actual,
+                                std::span<const double> allowed_absolute);
+
+// The sizes every element-wise kernel is certified at, around `tile` (elements per workgroup)
+// and `workgroup` (invocations), plus primes.
+std::vector<std::uint64_t> edge_sizes(std::uint64_t workgroup, std::uint64_t tile);
+
+// The smallest size that needs more than 65535 workgroups at `tile` elements each, capped so that
+// one buffer of `element_bytes` elements fits `max_binding` bytes.
+std::uint64_t many_workgroups_size(std::uint64_t tile, std::uint64_t element_bytes,
+                                   std::uint64_t max_binding);
+
+// WGSL: `fn linear_workgroup(id, count) -> u32`, the linear index of a (possibly 2-D) grid.
+extern const char* const kLinearWorkgroupWgsl;
+// WGSL: f32 <-> order-preserving u32 keys (used for min/max without f32 atomics).
+extern const char* const kFloatKeyWgsl;
+
+// Note for all WGSL here: function-scope arrays are always given an explicit initializer
+// (`var a = array<u32, 4>();`). A `var a: array<u32, 4>;` declared inside a loop was seen to keep
+// the previous iteration's values on lavapipe instead of being zeroed at each iteration.
+
+std::string knob_string(const Schedule& schedule, const char* knob);
+std::uint32_t knob(const Schedule& schedule, const char* knob);
+
+}  // namespace wgsl_forge::kernels::support
+
+namespace wgsl_forge::kernels::support {
+
+// WGSL: `fn workgroup_exclusive_scan(value: u32, local: u32) -> vec2u` (exclusive prefix, total)
+// over a workgroup of `workgroup_size` invocations, in workgroup memory.
+std::string workgroup_scan_wgsl(std::uint32_t workgroup_size);
+
+// WGSL for a reduce-then-scan over u32 values in blocks of workgroup_size * items consecutive
+// elements (each invocation takes `items` consecutive ones), as three entry points that never
+// wait on another workgroup:
+//   <name>_reduce  block b: block_sums[b] = sum of scan_value(i) over the block;
+//   <name>_spine   one workgroup: exclusive scan of block_sums[0 .. scan_blocks()) in place, then
+//                  scan_total(total);
+//   <name>_apply   block b: scan_store(i, exclusive prefix of i) for every i < scan_length().
+// The caller defines scan_length(), scan_blocks(), scan_value(i), scan_store(i, prefix),
+// scan_total(total), the array `block_sums` and linear_workgroup().
+std::string reduce_then_scan_wgsl(const std::string& name, std::uint32_t workgroup_size,
+                                  std::uint32_t items);
+
+}  // namespace wgsl_forge::kernels::support

@@ -1,0 +1,461 @@
+// The reductions: reduce_sum_f32, reduce_min_f32, reduce_max_f32, reduce_sum_u32.
+//
+// Knobs: workgroup_size; items_per_invocation (vectors per invocation, `workgroup_size` apart);
+// vector_width (1 or 4 elements per load); use_subgroups (reduce within subgroups first, where
+// the adapter has them; otherwise a tree in workgroup memory).
+//
+// Passes, none of which waits on another workgroup:
+//   reduce_sum_f32: "partials" (one sum per workgroup), then "total" (one workgroup sums them);
+//     WGSL has no f32 atomics, and this keeps the order of additions independent of scheduling.
+//   reduce_sum_u32: "init" (result = 0), then "reduce" (each workgroup adds its sum atomically;
+//     wrapping, like the oracle).
+//   reduce_min_f32 / reduce_max_f32: "init", "reduce" on order-preserving u32 keys with atomicMin /
+//     atomicMax, then "finish" (key back to f32).
+//
+// Semantics of min/max: the IEEE order with -0 < +0; any NaN in the input makes the result NaN
+// (0x7fc00000); an empty input is an error the caller sees. Values are compared as keys of their
+// bits, so subnormals are never flushed. Bytes moved: 4 n.
+//
+// Oracle and tolerance: u32 sum, min and max are exact. The f32 sum is compared with the exact
+// sum (long double): |s - exact| <= n 2^-24 sum|x| + n FLT_MIN (any order of additions, subnormals
+// may flush); NaN, and infinities of either sign, must come out exactly as IEEE says.
+
+#include <cmath>
+#include <limits>
+
+#include "kernel_support.hpp"
+
+namespace wgsl_forge::kernels {
+namespace {
+
+using namespace support;
+
+enum class ReduceOp { kSumF32, kMinF32, kMaxF32, kSumU32 };
+
+class Reduce final : public KernelDefinition {
+ public:
+  explicit Reduce(ReduceOp op) : op_(op) {}
+
+  std::string_view id() const override {
+    switch (op_) {
+      case ReduceOp::kSumF32:
+        return "reduce_sum_f32";
+      case ReduceOp::kMinF32:
+        return "reduce_min_f32";
+      case ReduceOp::kMaxF32:
+        return "reduce_max_f32";
+      case ReduceOp::kSumU32:
+        return "reduce_sum_u32";
+    }
+    return "";
+  }
+  std::uint32_t revision() const override { return 1; }
+  std::string_view summary() const override {
+    switch (op_) {
+      case ReduceOp::kSumF32:
+        return "sum of n f32";
+      case ReduceOp::kMinF32:
+        return "minimum of n f32 (NaN propagates, -0 < +0; empty input is an error)";
+      case ReduceOp::kMaxF32:
+        return "maximum of n f32 (NaN propagates, -0 < +0; empty input is an error)";
+      case ReduceOp::kSumU32:
+        return "wrapping sum of n u32";
+    }
+    return "";
+  }
+
+  std::vector<KnobSpec> knobs() const override {
+    return {{"workgroup_size", "invocations per workgroup", {64, 128, 256, 512, 1024}, 256},
+            {"items_per_invocation", "vectors per invocation", {1, 2, 4, 8, 16}, 1},
+            {"vector_width", "elements per load", {1, 4}, 1},
+            {"use_subgroups", "reduce within subgroups first", {0, 1}, 0}};
+  }
+
+  std::vector<KernelBinding> bindings() const override {
+    std::vector<KernelBinding> list = {{0, 0, BindingKind::kUniform, "params"},
+                                       {0, 1, BindingKind::kStorageRead, "x"}};
+    if (op_ != ReduceOp::kSumU32) {
+      list.push_back(
+          {0, 2, BindingKind::kStorageReadWrite, op_ == ReduceOp::kSumF32 ? "partials" : "key"});
+    }
+    list.push_back({0, 3, BindingKind::kStorageReadWrite, "result"});
+    return list;
+  }
+
+  std::vector<std::string> entry_points() const override {
+    switch (op_) {
+      case ReduceOp::kSumF32:
+        return {"partial_sums", "total_sum"};
+      case ReduceOp::kSumU32:
+        return {"init", "reduce"};
+      default:
+        return {"init", "reduce", "finish"};
+    }
+  }
+
+  std::string generate_wgsl(const Schedule& schedule) const override;
+
+  Result<DispatchPlan> plan(const Schedule& schedule, const Problem& problem,
+                            const DeviceCapabilities&) const override {
+    const std::uint64_t n = problem.elements;
+    if (n == 0 && (op_ == ReduceOp::kMinF32 || op_ == ReduceOp::kMaxF32)) {
+      return Error(ErrorKind::kInvalidInput,
+                   std::string(op_ == ReduceOp::kMinF32 ? "The minimum" : "The maximum") +
+                       " of an empty input is undefined (n = 0).");
+    }
+    const std::uint64_t width = knob(schedule, "vector_width");
+    const std::uint64_t tile = std::uint64_t{knob(schedule, "workgroup_size")} *
+                               knob(schedule, "items_per_invocation") * width;
+    const std::uint64_t workgroups = ceil_div(n, tile);
+    const std::uint64_t input_bytes = std::max<std::uint64_t>(16, round_up(n, 4) * 4);
+    const std::vector<std::uint32_t> params = {static_cast<std::uint32_t>(n),
+                                               static_cast<std::uint32_t>(workgroups)};
+    DispatchPlan plan;
+    plan.buffers.push_back({"x", input_bytes, BufferRole::kInput});
+    plan.buffers.push_back({"result", 4, BufferRole::kOutput});
+    switch (op_) {
+      case ReduceOp::kSumF32:
+        plan.buffers.push_back(
+            {"partials", std::max<std::uint64_t>(1, workgroups) * 4, BufferRole::kScratch});
+        plan.passes = {
+            {"partial_sums", workgroups, {{1, "x"}, {2, "partials"}, {3, "result"}}, params},
+            {"total_sum", 1, {{1, "x"}, {2, "partials"}, {3, "result"}}, params}};
+        break;
+      case ReduceOp::kSumU32:
+        plan.passes = {{"init", 1, {{1, "x"}, {3, "result"}}, params},
+                       {"reduce", workgroups, {{1, "x"}, {3, "result"}}, params}};
+        break;
+      default:
+        plan.buffers.push_back({"key", 4, BufferRole::kScratch});
+        plan.passes = {{"init", 1, {{1, "x"}, {2, "key"}, {3, "result"}}, params},
+                       {"reduce", workgroups, {{1, "x"}, {2, "key"}, {3, "result"}}, params},
+                       {"finish", 1, {{1, "x"}, {2, "key"}, {3, "result"}}, params}};
+    }
+    return plan;
+  }
+
+  std::string tolerance() const override {
+    if (op_ == ReduceOp::kSumF32) {
+      return "|s - exact| <= n 2^-24 sum|x| + n FLT_MIN; NaN and infinities exact";
+    }
+    return "exact";
+  }
+
+  std::vector<CaseSpec> certification_cases() const override {
+    std::vector<const char*> profiles;
+    switch (op_) {
+      case ReduceOp::kSumF32:
+        profiles = {"uniform", "small", "subnormals", "nonfinite"};
+        break;
+      case ReduceOp::kSumU32:
+        profiles = {"uniform", "small"};
+        break;
+      default:
+        profiles = {"uniform", "specials", "constant", "nan"};
+    }
+    std::vector<CaseSpec> cases;
+    for (std::uint64_t n : edge_sizes(256, 1024)) {
+      if (n == 0 && (op_ == ReduceOp::kMinF32 || op_ == ReduceOp::kMaxF32)) continue;
+      for (const char* profile : profiles) {
+        Problem problem;
+        problem.elements = n;
+        cases.push_back({"n=" + std::to_string(n) + " " + profile, problem, profile});
+      }
+    }
+    Problem many;
+    many.elements = many_workgroups_size(256, 4, 128u << 20);
+    cases.push_back({"many-workgroups n=" + std::to_string(many.elements), many, profiles.front()});
+    return cases;
+  }
+
+  CaseInputs make_inputs(const CaseSpec& spec, std::uint64_t seed) const override {
+    std::mt19937_64 random(seed);
+    CaseInputs inputs;
+    inputs.problem = spec.problem;
+    const std::uint64_t n = spec.problem.elements;
+    if (op_ == ReduceOp::kSumU32) {
+      inputs.buffers["x"] = to_bytes(random_u32(n, spec.value_profile, random));
+      return inputs;
+    }
+    std::vector<float> x;
+    if (spec.value_profile == "subnormals" || spec.value_profile == "nonfinite" ||
+        spec.value_profile == "nan") {
+      x = random_floats(n, "uniform", random);
+      for (float& value : x) {
+        if (random() % 8 != 0) continue;
+        if (spec.value_profile == "subnormals") {
+          const float tiny[] = {std::numeric_limits<float>::denorm_min(), -0.0f,
+                                -std::numeric_limits<float>::denorm_min() * 5.0f,
+                                std::numeric_limits<float>::min()};
+          value = tiny[random() % 4];
+        } else if (spec.value_profile == "nonfinite") {
+          value = random() % 2 ? std::numeric_limits<float>::infinity() : value;
+        } else {
+          value = random() % 64 == 0 ? std::numeric_limits<float>::quiet_NaN() : value;
+        }
+      }
+    } else {
+      x = random_floats(n, spec.value_profile, random);
+    }
+    inputs.buffers["x"] = to_bytes(x);
+    return inputs;
+  }
+
+  CaseVerdict check(const CaseInputs& inputs,
+                    const std::map<std::string, std::vector<std::byte>>& outputs) const override {
+    const std::uint64_t n = inputs.problem.elements;
+    CaseVerdict verdict;
+    if (op_ == ReduceOp::kSumU32) {
+      std::vector<std::uint32_t> x = from_bytes<std::uint32_t>(inputs.buffers.at("x"), n);
+      std::uint32_t sum = 0;
+      for (std::uint32_t value : x) sum += value;
+      std::vector<std::uint32_t> expected = {sum};
+      verdict.report = compare_exact(expected, from_bytes<std::uint32_t>(outputs.at("result"), 1));
+      return verdict;
+    }
+    std::vector<float> x = from_bytes<float>(inputs.buffers.at("x"), n);
+    std::vector<float> result = from_bytes<float>(outputs.at("result"), 1);
+    if (op_ == ReduceOp::kSumF32) {
+      long double exact = 0;
+      long double magnitude = 0;
+      for (float value : x) {
+        exact += value;
+        magnitude += std::abs(static_cast<long double>(value));
+      }
+      const double allowed =
+          static_cast<double>(n) * std::ldexp(1.0, -24) * static_cast<double>(magnitude) +
+          static_cast<double>(n) * std::numeric_limits<float>::min();
+      std::vector<double> expected = {static_cast<double>(exact)};
+      std::vector<double> bound = {allowed};
+      verdict.report = compare_within(expected, result, bound);
+      verdict.allowed_absolute_error = allowed;
+      verdict.allowed_relative_error = static_cast<double>(n) * std::ldexp(1.0, -24);
+      return verdict;
+    }
+    const bool is_min = op_ == ReduceOp::kMinF32;
+    float best = x.front();
+    bool saw_nan = false;
+    auto key = [](float value) {
+      std::uint32_t bits = float_bits(value);
+      return (bits & 0x80000000u) != 0 ? ~bits : bits | 0x80000000u;
+    };
+    for (float value : x) {
+      if (std::isnan(value))
+        saw_nan = true;
+      else if (std::isnan(best) || (is_min ? key(value) < key(best) : key(value) > key(best)))
+        best = value;
+    }
+    std::vector<float> expected = {saw_nan ? bits_float(0x7fc00000u) : best};
+    verdict.report = compare_bitwise(expected, result);
+    return verdict;
+  }
+
+  WorkAmount work(const Problem& problem) const override { return {4 * problem.elements, 0}; }
+
+  Problem tuning_problem(bool cpu_adapter) const override {
+    Problem problem;
+    problem.elements = cpu_adapter ? (1u << 22) : (1u << 28);
+    return problem;
+  }
+
+ private:
+  ReduceOp op_;
+};
+
+std::string Reduce::generate_wgsl(const Schedule& schedule) const {
+  const std::string wg = knob_string(schedule, "workgroup_size");
+  const std::string items = knob_string(schedule, "items_per_invocation");
+  const bool vec4 = knob(schedule, "vector_width") == 4;
+  const bool subgroups = knob(schedule, "use_subgroups") == 1;
+  const bool float_sum = op_ == ReduceOp::kSumF32;
+  // The accumulator: f32 for the f32 sum, u32 (values or keys) for the others.
+  const std::string acc_type = float_sum ? "f32" : "u32";
+  std::string identity = "0u";
+  std::string combine = "a + b";
+  std::string subgroup_op = "subgroupAdd";
+  std::string nan_key = "0u";
+  if (float_sum) identity = "0.0";
+  if (op_ == ReduceOp::kMinF32) {
+    identity = "0xffffffffu";
+    combine = "min(a, b)";
+    subgroup_op = "subgroupMin";
+    nan_key = "0u";
+  } else if (op_ == ReduceOp::kMaxF32) {
+    identity = "0u";
+    combine = "max(a, b)";
+    subgroup_op = "subgroupMax";
+    nan_key = "0xffffffffu";
+  }
+  const std::string element_type = float_sum ? "f32" : "u32";  // min/max read raw bits
+  const std::string x_type = vec4 ? "vec4<" + element_type + ">" : element_type;
+
+  std::string wgsl;
+  if (subgroups) wgsl += "enable subgroups;\n";
+  wgsl += kLinearWorkgroupWgsl;
+  wgsl +=
+      "\nstruct Params { n: u32, workgroups: u32 }\n"
+      "@group(0) @binding(0) var<uniform> params: Params;\n"
+      "@group(0) @binding(1) var<storage, read> x: array<" +
+      x_type + ">;\n";
+  if (float_sum) {
+    wgsl +=
+        "@group(0) @binding(2) var<storage, read_write> partials: array<f32>;\n"
+        "@group(0) @binding(3) var<storage, read_write> result: array<f32>;\n";
+  } else if (op_ == ReduceOp::kSumU32) {
+    wgsl += "@group(0) @binding(3) var<storage, read_write> result: array<atomic<u32>>;\n";
+  } else {
+    wgsl +=
+        "@group(0) @binding(2) var<storage, read_write> key: array<atomic<u32>>;\n"
+        "@group(0) @binding(3) var<storage, read_write> result: array<u32>;  // f32 bits\n";
+  }
+  wgsl += "\nfn combine(a: " + acc_type + ", b: " + acc_type + ") -> " + acc_type + " { return " +
+          combine + "; }\n";
+  // One element as an accumulator value (keys for min/max; NaN gets the winning key).
+  if (op_ == ReduceOp::kMinF32 || op_ == ReduceOp::kMaxF32) {
+    wgsl +=
+        "fn lift(bits: u32) -> u32 {\n"
+        "  if ((bits & 0x7fffffffu) > 0x7f800000u) { return " +
+        nan_key +
+        "; }\n"
+        "  return select(bits | 0x80000000u, ~bits, (bits & 0x80000000u) != 0u);\n"
+        "}\n";
+  } else {
+    wgsl += "fn lift(value: " + element_type + ") -> " + acc_type + " { return value; }\n";
+  }
+  // Loads vector i, masking lanes past n with the identity.
+  wgsl += "fn load(i: u32) -> " + acc_type + " {\n";
+  if (vec4) {
+    wgsl +=
+        "  let v = x[i];\n"
+        "  let first = i * 4u;\n"
+        "  var acc = lift(v.x);\n"
+        "  if (first + 1u < params.n) { acc = combine(acc, lift(v.y)); }\n"
+        "  if (first + 2u < params.n) { acc = combine(acc, lift(v.z)); }\n"
+        "  if (first + 3u < params.n) { acc = combine(acc, lift(v.w)); }\n"
+        "  return acc;\n";
+  } else {
+    wgsl += "  return lift(x[i]);\n";
+  }
+  wgsl += "}\n\n";
+  // Workgroup reduction; the result is valid in invocation 0.
+  wgsl += "var<workgroup> scratch: array<" + acc_type + ", " + wg + ">;\n";
+  if (subgroups) {
+    wgsl +=
+        "var<workgroup> slots: atomic<u32>;\n"
+        "fn workgroup_reduce(value: " +
+        acc_type + ", local: u32, lane: u32) -> " + acc_type +
+        " {\n"
+        "  let partial = " +
+        subgroup_op +
+        "(value);\n"
+        "  if (lane == 0u) { scratch[atomicAdd(&slots, 1u)] = partial; }\n"
+        "  workgroupBarrier();\n"
+        "  var total = " +
+        identity +
+        ";\n"
+        "  if (local == 0u) {\n"
+        "    let count = atomicLoad(&slots);\n"
+        "    for (var s = 0u; s < count; s++) { total = combine(total, scratch[s]); }\n"
+        "  }\n"
+        "  return total;\n"
+        "}\n";
+  } else {
+    wgsl += "fn workgroup_reduce(value: " + acc_type + ", local: u32, lane: u32) -> " + acc_type +
+            " {\n"
+            "  scratch[local] = value;\n"
+            "  workgroupBarrier();\n"
+            "  for (var stride = " +
+            wg +
+            "u / 2u; stride > 0u; stride /= 2u) {\n"
+            "    if (local < stride) { scratch[local] = combine(scratch[local], scratch[local + "
+            "stride]); }\n"
+            "    workgroupBarrier();\n"
+            "  }\n"
+            "  return scratch[0];\n"
+            "}\n";
+  }
+  const std::string builtins =
+      "(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,\n"
+      "  @builtin(local_invocation_index) local: u32" +
+      std::string(subgroups ? ", @builtin(subgroup_invocation_id) lane: u32" : "") + ")";
+  const std::string lane = subgroups ? "lane" : "0u";
+  const std::string vectors = vec4 ? "(params.n + 3u) / 4u" : "params.n";
+  // Each workgroup's share.
+  const std::string tile_body =
+      "  let index = linear_workgroup(group, groups);\n"
+      "  let vectors = " +
+      vectors +
+      ";\n"
+      "  let first = index * (" +
+      wg + "u * " + items +
+      "u) + local;\n"
+      "  var acc = " +
+      identity +
+      ";\n"
+      "  for (var item = 0u; item < " +
+      items +
+      "u; item++) {\n"
+      "    let i = first + item * " +
+      wg +
+      "u;\n"
+      "    if (i < vectors) { acc = combine(acc, load(i)); }\n"
+      "  }\n"
+      "  let total = workgroup_reduce(acc, local, " +
+      lane + ");\n";
+  if (float_sum) {
+    wgsl += "\n@compute @workgroup_size(" + wg + ")\nfn partial_sums" + builtins + " {\n" +
+            tile_body +
+            "  if (local == 0u && index < params.workgroups) { partials[index] = total; }\n}\n";
+    wgsl += "\n@compute @workgroup_size(" + wg + ")\nfn total_sum" + builtins +
+            " {\n"
+            "  var acc = 0.0;\n"
+            "  for (var i = local; i < params.workgroups; i += " +
+            wg +
+            "u) { acc += partials[i]; }\n"
+            "  let sum = workgroup_reduce(acc, local, " +
+            lane +
+            ");\n"
+            "  if (local == 0u) { result[0] = sum; }\n}\n";
+    return wgsl;
+  }
+  const std::string target = op_ == ReduceOp::kSumU32 ? "result" : "key";
+  const std::string atomic = op_ == ReduceOp::kSumU32   ? "atomicAdd"
+                             : op_ == ReduceOp::kMinF32 ? "atomicMin"
+                                                        : "atomicMax";
+  wgsl += "\n@compute @workgroup_size(1)\nfn init() { atomicStore(&" + target + "[0], " + identity +
+          "); }\n";
+  wgsl += "\n@compute @workgroup_size(" + wg + ")\nfn reduce" + builtins + " {\n" + tile_body +
+          "  if (local == 0u && index < params.workgroups) { " + atomic + "(&" + target +
+          "[0], total); }\n}\n";
+  if (op_ != ReduceOp::kSumU32) {
+    wgsl +=
+        "\n@compute @workgroup_size(1)\nfn finish() {\n"
+        "  let k = atomicLoad(&key[0]);\n"
+        "  if (k == " +
+        nan_key +
+        ") { result[0] = 0x7fc00000u; return; }\n"
+        "  result[0] = select(~k, k & 0x7fffffffu, (k & 0x80000000u) != 0u);\n}\n";
+  }
+  return wgsl;
+}
+
+}  // namespace
+
+const KernelDefinition& reduce_sum_f32_kernel() {
+  static const Reduce kKernel(ReduceOp::kSumF32);
+  return kKernel;
+}
+const KernelDefinition& reduce_min_f32_kernel() {
+  static const Reduce kKernel(ReduceOp::kMinF32);
+  return kKernel;
+}
+const KernelDefinition& reduce_max_f32_kernel() {
+  static const Reduce kKernel(ReduceOp::kMaxF32);
+  return kKernel;
+}
+const KernelDefinition& reduce_sum_u32_kernel() {
+  static const Reduce kKernel(ReduceOp::kSumU32);
+  return kKernel;
+}
+
+}  // namespace wgsl_forge::kernels
