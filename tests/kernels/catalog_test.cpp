@@ -56,9 +56,9 @@ int certify_schedule(gpu::Device& device, const KernelDefinition& kernel, const 
   return ran;
 }
 
-class KernelCatalogTest : public ::testing::TestWithParam<std::string> {};
+class KernelOnAdapterTest : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(KernelCatalogTest, DefaultAndThreeOtherSchedulesMatchTheOracle) {
+TEST_P(KernelOnAdapterTest, DefaultAndThreeOtherSchedulesMatchTheOracle) {
   const KernelDefinition& kernel = *kernels::find_kernel(GetParam()).value();
   gpu::Device& device = testing::shared_device();
   const std::uint64_t seed = testing::test_seed();
@@ -76,7 +76,7 @@ TEST_P(KernelCatalogTest, DefaultAndThreeOtherSchedulesMatchTheOracle) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Builtins, KernelCatalogTest, ::testing::ValuesIn(kernel_ids()),
+INSTANTIATE_TEST_SUITE_P(Builtins, KernelOnAdapterTest, ::testing::ValuesIn(kernel_ids()),
                          [](const auto& test_info) { return test_info.param; });
 
 }  // namespace

@@ -1,0 +1,168 @@
+// The catalog's pure logic: golden WGSL, deterministic generation, schedule spaces and their
+// filtering, and the errors a user sees for a bad kernel, schedule or problem.
+//
+// Golden files: tests/golden/<kernel>.wgsl hold the WGSL of each default schedule, so that any
+// change to generated code shows in review. Regenerate them with
+//   WGSL_FORGE_UPDATE_GOLDEN=1 build/ci/tests/wgsl_forge_tests --gtest_filter='*Golden*'
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+
+#include "support/temp_dir.hpp"
+#include "wgsl_forge/hash.hpp"
+#include "wgsl_forge/kernels.hpp"
+
+namespace wgsl_forge {
+namespace {
+
+using kernels::DeviceCapabilities;
+using kernels::KernelDefinition;
+
+// A large adapter (the H200's limits) and WebGPU's defaults.
+DeviceCapabilities large_adapter() {
+  DeviceCapabilities capabilities;
+  capabilities.max_invocations_per_workgroup = 1024;
+  capabilities.max_workgroup_size_x = 1024;
+  capabilities.max_workgroup_storage_size = 49152;
+  capabilities.max_storage_binding_size = 4294967295u;
+  capabilities.subgroups = true;
+  return capabilities;
+}
+
+TEST(KernelCatalogGoldenTest, DefaultScheduleWgslMatchesGoldenFiles) {
+  const std::filesystem::path golden_dir =
+      std::filesystem::path(WGSL_FORGE_SOURCE_DIR) / "tests" / "golden";
+  const bool update = std::getenv("WGSL_FORGE_UPDATE_GOLDEN") != nullptr;
+  for (const KernelDefinition* kernel : kernels::builtin_kernels()) {
+    const std::filesystem::path path = golden_dir / (std::string(kernel->id()) + ".wgsl");
+    GeneratedKernel generated = kernels::generate_builtin(*kernel, kernel->default_schedule(),
+                                                          TargetBackend::kWgsl, large_adapter())
+                                    .value();
+    if (update) testing::write_text(path, generated.source);
+    EXPECT_EQ(testing::read_text(path), generated.source)
+        << path
+        << " differs from the generated WGSL; if the change is intended, regenerate with "
+           "WGSL_FORGE_UPDATE_GOLDEN=1 and bump the kernel's revision";
+  }
+}
+
+TEST(KernelCatalogTest, IdsAreUniqueAndGenerationIsDeterministic) {
+  std::set<std::string> ids;
+  for (const KernelDefinition* kernel : kernels::builtin_kernels()) {
+    EXPECT_TRUE(ids.insert(std::string(kernel->id())).second) << kernel->id();
+    EXPECT_GE(kernel->revision(), 1u);
+    for (const Schedule& schedule : kernel->schedule_space(large_adapter())) {
+      auto first =
+          kernels::generate_builtin(*kernel, schedule, TargetBackend::kWgsl, large_adapter());
+      auto second =
+          kernels::generate_builtin(*kernel, schedule, TargetBackend::kWgsl, large_adapter());
+      ASSERT_TRUE(first.ok()) << first.error().to_string();
+      EXPECT_EQ(first->source, second->source);
+      EXPECT_EQ(first->source_hash, blake3_hex(first->source));
+      EXPECT_EQ(first->entry_points, kernel->entry_points());
+      EXPECT_EQ(first->bindings, kernel->bindings());
+    }
+  }
+  EXPECT_EQ(ids.size(), 12u);
+}
+
+TEST(KernelCatalogTest, SpacesAreFilteredByTheAdapter) {
+  const DeviceCapabilities defaults;  // WebGPU's default limits, no subgroups
+  for (const KernelDefinition* kernel : kernels::builtin_kernels()) {
+    std::vector<Schedule> large = kernel->schedule_space(large_adapter());
+    std::vector<Schedule> small = kernel->schedule_space(defaults);
+    ASSERT_FALSE(small.empty()) << kernel->id();
+    EXPECT_EQ(small.front(), kernel->default_schedule()) << kernel->id();
+    EXPECT_LE(small.size(), large.size());
+    for (const Schedule& schedule : small) {
+      EXPECT_TRUE(kernel->check_schedule(schedule, defaults).ok()) << schedule.to_string();
+      EXPECT_LE(schedule.get("workgroup_size").value_or(0), 256);
+      EXPECT_EQ(schedule.get("use_subgroups").value_or(0), 0);
+    }
+  }
+  // Spaces are real choices, not a single point.
+  EXPECT_GE(kernels::find_kernel("gemm_f32").value()->schedule_space(large_adapter()).size(), 20u);
+  EXPECT_GE(kernels::find_kernel("affine_f32").value()->schedule_space(large_adapter()).size(),
+            40u);
+}
+
+TEST(KernelCatalogTest, IllegalSchedulesNameTheKnobTheValueAndTheLimit) {
+  const KernelDefinition& affine = *kernels::find_kernel("affine_f32").value();
+  const DeviceCapabilities defaults;
+  Schedule schedule = affine.default_schedule();
+  schedule.set("workgroup_size", 1024);
+  EXPECT_EQ(affine.check_schedule(schedule, defaults).error().to_string(),
+            "Knob workgroup_size (1024) exceeds maxComputeInvocationsPerWorkgroup (256).\n"
+            " - While checking schedule {items_per_invocation=1, vector_width=1, "
+            "workgroup_size=1024} of affine_f32");
+  schedule.set("workgroup_size", 300);
+  EXPECT_EQ(affine.check_schedule(schedule, large_adapter()).error().message(),
+            "Knob workgroup_size (300) is not one of 64, 128, 256, 512, 1024.");
+  schedule = affine.default_schedule();
+  schedule.set("tile_k", 8);
+  EXPECT_EQ(affine.check_schedule(schedule, large_adapter()).error().message(),
+            "Unknown knob 'tile_k' for affine_f32 (knobs: workgroup_size, vector_width, "
+            "items_per_invocation).");
+
+  const KernelDefinition& reduce = *kernels::find_kernel("reduce_sum_f32").value();
+  schedule = reduce.default_schedule();
+  schedule.set("use_subgroups", 1);
+  EXPECT_EQ(reduce.check_schedule(schedule, defaults).error().message(),
+            "Knob use_subgroups (1) needs the subgroups feature, which the adapter does not have.");
+
+  const KernelDefinition& gemm = *kernels::find_kernel("gemm_f32").value();
+  schedule = gemm.default_schedule();
+  schedule.set("tile_m", 128);
+  schedule.set("tile_n", 128);
+  schedule.set("tile_k", 32);
+  schedule.set("thread_m", 8);
+  schedule.set("thread_n", 8);
+  EXPECT_EQ(gemm.check_schedule(schedule, defaults).error().message(),
+            "Knobs tile_m, tile_n and tile_k need 32768 bytes of workgroup memory, more than "
+            "maxComputeWorkgroupStorageSize (16384).");
+}
+
+TEST(KernelCatalogTest, ScheduleOverridesParseOrSayWhatIsWrong) {
+  const KernelDefinition& affine = *kernels::find_kernel("affine_f32").value();
+  Schedule schedule =
+      kernels::parse_schedule_overrides(affine, "vector_width=4,workgroup_size=128").value();
+  EXPECT_EQ(schedule.get("vector_width"), 4);
+  EXPECT_EQ(schedule.get("workgroup_size"), 128);
+  EXPECT_EQ(schedule.get("items_per_invocation"), 1);
+  EXPECT_EQ(kernels::parse_schedule_overrides(affine, "").value(), affine.default_schedule());
+  EXPECT_EQ(kernels::parse_schedule_overrides(affine, "vector_width").error().message(),
+            "Schedule piece 'vector_width' is not knob=value (expected e.g. "
+            "workgroup_size=128,vector_width=4).");
+  EXPECT_EQ(kernels::parse_schedule_overrides(affine, "vector_width=four").error().message(),
+            "Schedule value 'four' of knob vector_width is not an integer.");
+  EXPECT_FALSE(kernels::parse_schedule_overrides(affine, "=4").ok());
+  EXPECT_EQ(kernels::find_kernel("sort").error().kind(), ErrorKind::kInvalidInput);
+}
+
+TEST(KernelCatalogTest, UndefinedProblemsAreErrorsTheCallerSees) {
+  kernels::Problem empty;
+  empty.elements = 0;
+  for (const char* id : {"reduce_min_f32", "reduce_max_f32"}) {
+    const KernelDefinition& kernel = *kernels::find_kernel(id).value();
+    auto plan = kernel.plan(kernel.default_schedule(), empty, large_adapter());
+    ASSERT_FALSE(plan.ok()) << id;
+    EXPECT_NE(plan.error().message().find("of an empty input is undefined (n = 0)"),
+              std::string::npos);
+  }
+  const KernelDefinition& histogram = *kernels::find_kernel("histogram_u32").value();
+  kernels::Problem problem;
+  problem.elements = 10;
+  for (std::uint32_t bins : {0u, 4097u}) {
+    problem.bins = bins;
+    auto plan = histogram.plan(histogram.default_schedule(), problem, large_adapter());
+    ASSERT_FALSE(plan.ok());
+    EXPECT_EQ(plan.error().message(),
+              "Bin count (" + std::to_string(bins) + ") is outside 1..4096.");
+  }
+}
+
+}  // namespace
+}  // namespace wgsl_forge
