@@ -88,6 +88,10 @@ class ManifestCache {
                                                           std::string_view kernel_id,
                                                           const TuningManifest& manifest) const;
 
+  // Deletes an entry (for an explicit re-tune); false when there was none. The removal is flushed
+  // to disk before it returns.
+  Result<bool> remove(ManifestKind kind, std::string_view key) const;
+
   // Entries by kind and key, in file name order, without reading them. A missing root is empty.
   Result<std::vector<CacheEntry>> list() const;
   // Reads every file in the root and says which are valid, corrupt, unreadable or foreign.

@@ -178,7 +178,8 @@ struct TimingOptions {
 };
 
 struct TimedRun {
-  TimingSummary summary;  // per execution of the sequence, in ns
+  TimingSummary summary;                  // per execution of the sequence, in ns
+  std::vector<std::uint64_t> samples_ns;  // the samples the summary was made from
   std::uint32_t executions_per_sample = 1;
   std::uint64_t resolution_ns = 0;  // the finest step seen in the clock's readings
 };

@@ -165,6 +165,7 @@ struct TuningContext {
   std::uint64_t problem_size = 0;            // elements (or M*N*K for GEMM); 0: not recorded
   std::vector<std::string> toggles;          // runtime toggles in force while timing, sorted
   std::optional<CandidateResult> baseline;   // the kernel's default schedule, measured alongside
+  std::vector<Schedule> ties;                // finalists within timing noise of the winner
 
   bool operator==(const TuningContext&) const = default;
 };

@@ -381,6 +381,17 @@ Result<fs::path> ManifestCache::store_bytes(ManifestKind kind, std::string_view 
   return final_path;
 }
 
+Result<bool> ManifestCache::remove(ManifestKind kind, std::string_view key) const {
+  if (Status valid = validate_cache_key(key); !valid) return std::move(valid).error();
+  const fs::path path = path_for(kind, key);
+  if (::unlink(path.c_str()) != 0) {
+    if (errno == ENOENT) return false;
+    return io_error("remove", path, errno);
+  }
+  if (Status flushed = fsync_directory(root_); !flushed) return std::move(flushed).error();
+  return true;
+}
+
 Result<std::vector<CacheEntry>> ManifestCache::list() const {
   std::vector<CacheEntry> entries;
   std::error_code error;

@@ -583,6 +583,7 @@ Result<TimedRun> Device::time(std::span<const DispatchStep> steps, const TimingO
       gpu ? TimingSource::kGpuTimestamp : TimingSource::kHostClock, per_execution);
   if (!summary) return std::move(summary).error();
   timed.summary = *summary;
+  timed.samples_ns = std::move(per_execution);
   return timed;
 }
 

@@ -80,10 +80,13 @@ Json encode(const TuningResult& value) {
 }
 
 Json encode(const TuningContext& value) {
+  Json ties = Json::array();
+  for (const Schedule& schedule : value.ties) ties.push_back(encode(schedule));
   return Json{{"topology_hash", value.topology_hash ? Json(*value.topology_hash) : Json(nullptr)},
               {"problem_size", value.problem_size},
               {"toggles", value.toggles},
-              {"baseline", value.baseline ? encode(*value.baseline) : Json(nullptr)}};
+              {"baseline", value.baseline ? encode(*value.baseline) : Json(nullptr)},
+              {"ties", ties}};
 }
 
 Json encode(const CertificationCase& value) {
@@ -407,6 +410,13 @@ TuningContext decode_tuning_context(const FieldReader& reader) {
     context.toggles.push_back(reader.element_string("toggles", i));
   }
   if (!reader.is_null("baseline")) context.baseline = decode_candidate(reader.object("baseline"));
+  const Json& ties = reader.array("ties");
+  for (std::size_t i = 0; i < ties.size() && !reader.failed(); ++i) {
+    Json wrapper = {{"schedule", ties[i]}};
+    FieldReader tie(wrapper, reader.path_of("ties[" + std::to_string(i) + "]"));
+    context.ties.push_back(decode_schedule(tie, "schedule"));
+    if (tie.failed()) reader.fail("ties[" + std::to_string(i) + "]", "is not a schedule");
+  }
   return context;
 }
 

@@ -32,8 +32,8 @@ TuningManifest full_tuning_manifest() {
                              "Workgroup size (2048) exceeds maxComputeInvocationsPerWorkgroup"});
   result.evaluated_candidates = 2;
   result.rejected_candidates = 1;
-  TuningContext context{
-      std::string(64, 'c'), 1u << 20, {"b", "a"}, certified_candidate(schedule, 2000)};
+  TuningContext context{std::string(64, 'c'), 1u << 20, {"b", "a"},
+                        certified_candidate(schedule, 2000), {Schedule({{"workgroup_size", 128}})}};
   return TuningManifest::create(affine_kernel(schedule), test_adapter(), result, context).value();
 }
 
@@ -131,7 +131,7 @@ void for_each_field(
     for (const std::string& key : keys) {
       std::string child_path = path.empty() ? key : path + "." + key;
       visit(child_path, node, key);
-      if (key != "schedule") for_each_field(node[key], child_path, visit);
+      if (key != "schedule" && key != "ties") for_each_field(node[key], child_path, visit);
     }
   } else if (node.is_array()) {
     for (std::size_t i = 0; i < node.size(); ++i) {

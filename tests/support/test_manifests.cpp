@@ -134,6 +134,7 @@ TuningManifest random_tuning_manifest(std::mt19937_64& random) {
   context.problem_size = random();
   if (random() % 2) context.toggles = {"timestamp_quantization=off", "disable_robustness"};
   if (random() % 2) context.baseline = random_candidate(random, default_affine_schedule());
+  if (random() % 2) context.ties = {random_schedule(random)};
   return TuningManifest::create(generated, adapter, result, context).value();
 }
 
