@@ -17,17 +17,21 @@ kernels::DeviceCapabilities capabilities_of(const gpu::AdapterInfo& adapter);
 
 using BufferContents = std::map<std::string, std::vector<std::byte>>;
 
+// Buffers a caller owns, by the plan's buffer names ("x", "y", ...).
+using ExternalBuffers = std::map<std::string, const gpu::Buffer*>;
+
 // The plan's buffers for one problem, bound to every pass: ready to run again and again.
 class BoundPlan {
  public:
   const kernels::DispatchPlan& plan() const { return plan_; }
   const std::vector<gpu::DispatchStep>& steps() const { return steps_; }
-  const gpu::Buffer& buffer(const std::string& name) const { return buffers_.at(name); }
+  const gpu::Buffer& buffer(const std::string& name) const;
 
  private:
   friend class PreparedKernel;
   kernels::DispatchPlan plan_;
-  std::map<std::string, gpu::Buffer> buffers_;
+  std::map<std::string, gpu::Buffer> buffers_;  // the ones the plan owns
+  ExternalBuffers external_;
   std::vector<gpu::Buffer> uniforms_;
   std::vector<gpu::BindGroup> groups_;
   std::vector<gpu::DispatchStep> steps_;
@@ -42,9 +46,14 @@ class PreparedKernel {
 
   const GeneratedKernel& generated() const { return generated_; }
 
-  // Creates and binds the plan's buffers for `problem`; inputs are zero, outputs and scratch
-  // hold the poison pattern 0xDEADBEEF.
-  Result<std::unique_ptr<BoundPlan>> bind(const kernels::Problem& problem);
+  // Binds the plan's buffers for `problem`: those named in `external` are the caller's (each
+  // must be at least as large as the plan says), the others are created here.
+  Result<std::unique_ptr<BoundPlan>> bind(const kernels::Problem& problem,
+                                          const ExternalBuffers& external = {});
+  // Runs all passes on the bound buffers as they are, in one submission.
+  Status execute(const BoundPlan& bound);
+  // Writes the inputs (zero-padded) and poisons the outputs and scratch buffers.
+  Status load_inputs(const BoundPlan& bound, const BufferContents& inputs);
   // Writes the inputs, poisons outputs and scratch, runs all passes, returns the outputs.
   Result<BufferContents> run(BoundPlan& bound, const BufferContents& inputs);
   // bind + run.

@@ -8,6 +8,7 @@
 #include "adapter_commands.hpp"
 #include "cache_commands.hpp"
 #include "cli_support.hpp"
+#include "forge_commands.hpp"
 #include "kernel_commands.hpp"
 #include "wgsl_forge/version.hpp"
 
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
   add_cache_commands(app, options, run);
   add_adapter_commands(app, options, run);
   add_kernel_commands(app, options, run);
+  add_forge_commands(app, options, run);
 
   try {
     app.parse(argc, argv);

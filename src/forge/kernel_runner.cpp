@@ -53,7 +53,13 @@ Result<PreparedKernel> PreparedKernel::prepare(gpu::Device& device,
   return prepared;
 }
 
-Result<std::unique_ptr<BoundPlan>> PreparedKernel::bind(const kernels::Problem& problem) {
+const gpu::Buffer& BoundPlan::buffer(const std::string& name) const {
+  if (auto it = external_.find(name); it != external_.end()) return *it->second;
+  return buffers_.at(name);
+}
+
+Result<std::unique_ptr<BoundPlan>> PreparedKernel::bind(const kernels::Problem& problem,
+                                                        const ExternalBuffers& external) {
   const std::string context = "running " + generated_.kernel_id + " with schedule " +
                               generated_.schedule.to_string() + " on " + problem.to_string();
   Result<kernels::DispatchPlan> plan =
@@ -62,6 +68,17 @@ Result<std::unique_ptr<BoundPlan>> PreparedKernel::bind(const kernels::Problem& 
   auto bound = std::make_unique<BoundPlan>();
   bound->plan_ = std::move(plan).value();
   for (const kernels::BufferPlan& buffer : bound->plan_.buffers) {
+    if (auto given = external.find(buffer.name); given != external.end()) {
+      if (given->second == nullptr || given->second->size() < buffer.bytes) {
+        return Error(ErrorKind::kInvalidInput,
+                     "Buffer " + buffer.name + " holds " +
+                         std::to_string(given->second ? given->second->size() : 0) +
+                         " bytes; the plan needs " + std::to_string(buffer.bytes) + ".")
+            .with_context(context);
+      }
+      bound->external_.emplace(buffer.name, given->second);
+      continue;
+    }
     Result<gpu::Buffer> created =
         device_->create_buffer(buffer.bytes, gpu::BufferUsage::kStorage, buffer.name);
     if (!created) return std::move(created).error().with_context(context);
@@ -95,7 +112,7 @@ Result<std::unique_ptr<BoundPlan>> PreparedKernel::bind(const kernels::Problem& 
     for (const auto& [binding, name] : pass.buffers) {
       gpu::BufferBinding one;
       one.binding = binding;
-      one.buffer = &bound->buffers_.at(name);
+      one.buffer = &bound->buffer(name);
       bindings.push_back(one);
     }
     Result<gpu::BindGroup> group = device_->create_bind_group(pipeline->second, bindings);
@@ -109,11 +126,10 @@ Result<std::unique_ptr<BoundPlan>> PreparedKernel::bind(const kernels::Problem& 
   return bound;
 }
 
-Result<BufferContents> PreparedKernel::run(BoundPlan& bound, const BufferContents& inputs) {
-  const std::string context =
-      "running " + generated_.kernel_id + " with schedule " + generated_.schedule.to_string();
+Status PreparedKernel::load_inputs(const BoundPlan& bound, const BufferContents& inputs) {
+  const std::string context = "loading the inputs of " + generated_.kernel_id;
   for (const kernels::BufferPlan& buffer : bound.plan_.buffers) {
-    const gpu::Buffer& target = bound.buffers_.at(buffer.name);
+    const gpu::Buffer& target = bound.buffer(buffer.name);
     std::vector<std::byte> contents;
     if (buffer.role == kernels::BufferRole::kInput) {
       auto given = inputs.find(buffer.name);
@@ -134,17 +150,32 @@ Result<BufferContents> PreparedKernel::run(BoundPlan& bound, const BufferContent
       return std::move(written).error().with_context(context);
     }
   }
-  if (Status ran = device_->run(bound.steps_); !ran)
-    return std::move(ran).error().with_context(context);
+  return Ok{};
+}
+
+Result<BufferContents> PreparedKernel::run(BoundPlan& bound, const BufferContents& inputs) {
+  const std::string context =
+      "running " + generated_.kernel_id + " with schedule " + generated_.schedule.to_string();
+  if (Status loaded = load_inputs(bound, inputs); !loaded) return std::move(loaded).error();
+  if (Status ran = execute(bound); !ran) return std::move(ran).error();
   BufferContents outputs;
   for (const kernels::BufferPlan& buffer : bound.plan_.buffers) {
     if (buffer.role != kernels::BufferRole::kOutput) continue;
-    const gpu::Buffer& source = bound.buffers_.at(buffer.name);
+    const gpu::Buffer& source = bound.buffer(buffer.name);
     Result<std::vector<std::byte>> bytes = device_->read_buffer(source, 0, source.size());
     if (!bytes) return std::move(bytes).error().with_context(context);
     outputs.emplace(buffer.name, std::move(bytes).value());
   }
   return outputs;
+}
+
+Status PreparedKernel::execute(const BoundPlan& bound) {
+  Status ran = device_->run(bound.steps_);
+  if (!ran) {
+    return std::move(ran).error().with_context("running " + generated_.kernel_id +
+                                               " with schedule " + generated_.schedule.to_string());
+  }
+  return Ok{};
 }
 
 Result<BufferContents> PreparedKernel::run(const kernels::CaseInputs& inputs) {

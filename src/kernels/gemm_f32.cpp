@@ -261,7 +261,7 @@ class GemmF32 final : public KernelDefinition {
 
   Problem tuning_problem(bool cpu_adapter) const override {
     Problem problem;
-    problem.m = problem.n = problem.k = cpu_adapter ? 256 : 4096;
+    problem.m = problem.n = problem.k = cpu_adapter ? 128 : 4096;
     return problem;
   }
 };

@@ -175,7 +175,7 @@ class RadixSort final : public KernelDefinition {
 
   Problem tuning_problem(bool cpu_adapter) const override {
     Problem problem;
-    problem.elements = cpu_adapter ? (1u << 20) : (1u << 28);
+    problem.elements = cpu_adapter ? (1u << 16) : (1u << 28);
     return problem;
   }
 

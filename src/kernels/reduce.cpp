@@ -254,7 +254,7 @@ class Reduce final : public KernelDefinition {
 
   Problem tuning_problem(bool cpu_adapter) const override {
     Problem problem;
-    problem.elements = cpu_adapter ? (1u << 22) : (1u << 28);
+    problem.elements = cpu_adapter ? (1u << 20) : (1u << 28);
     return problem;
   }
 

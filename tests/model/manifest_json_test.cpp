@@ -32,8 +32,11 @@ TuningManifest full_tuning_manifest() {
                              "Workgroup size (2048) exceeds maxComputeInvocationsPerWorkgroup"});
   result.evaluated_candidates = 2;
   result.rejected_candidates = 1;
-  TuningContext context{std::string(64, 'c'), 1u << 20, {"b", "a"},
-                        certified_candidate(schedule, 2000), {Schedule({{"workgroup_size", 128}})}};
+  TuningContext context{std::string(64, 'c'),
+                        1u << 20,
+                        {"b", "a"},
+                        certified_candidate(schedule, 2000),
+                        {Schedule({{"workgroup_size", 128}})}};
   return TuningManifest::create(affine_kernel(schedule), test_adapter(), result, context).value();
 }
 

@@ -1,0 +1,126 @@
+#pragma once
+// The forge: certification (a kernel against its oracle on this adapter), tuning (the fastest
+// certified schedule), auto-tune-all (every builtin not yet tuned for this topology), and the
+// entry point a database calls at start-up to get its tuned kernels.
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "wgsl_forge/cache.hpp"
+#include "wgsl_forge/gpu.hpp"
+#include "wgsl_forge/kernel_runner.hpp"
+#include "wgsl_forge/kernels.hpp"
+
+namespace wgsl_forge::forge {
+
+inline constexpr std::uint64_t kQuickCaseElements = 10000;
+
+struct CertifyOptions {
+  // WGSL to certify instead of the generated source; it must follow the generated kernel's
+  // interface (bindings, entry points, dispatch plan).
+  std::optional<std::string> source;
+  // Seeds of the cases are drawn from this one (recorded in the manifest); 0 draws a fresh one.
+  std::uint64_t seed = 0;
+  // Only the cases of at most kQuickCaseElements elements (the structural edges: empty, one,
+  // around a workgroup and a tile, small primes); used to screen tuning candidates, whose winner
+  // then passes the full set.
+  bool quick = false;
+};
+
+// Runs every certification case of `kernel` with `schedule` (or the given source) and returns
+// the manifest; the verdict is in manifest.verdict. Errors are for what prevented running at
+// all: a bad schedule (kInvalidInput), WGSL that does not compile (kCompilation), a validation
+// or device failure.
+Result<CertificationManifest> certify(gpu::Device& device, const kernels::KernelDefinition& kernel,
+                                      const Schedule& schedule, const CertifyOptions& options);
+
+// The first failing case of a rejected manifest, in words ("case 'n=257 uniform' (seed 42):
+// element 256 is 3.5, expected 4").
+std::string first_failure(const CertificationManifest& manifest);
+
+struct TuneProgress {
+  std::string kernel_id;
+  std::size_t candidate = 0;  // 1-based
+  std::size_t candidates = 0;
+  std::string stage;  // "certifying", "timing", "finalists"
+};
+
+struct TuneOptions {
+  // The most candidates one kernel may time (the default schedule is always one of them).
+  std::uint32_t budget = 12;
+  // The problem to time at; default: kernel.tuning_problem(adapter is a CPU).
+  std::optional<kernels::Problem> problem;
+  std::uint64_t seed = 0;  // 0: fresh
+  gpu::TimingOptions timing;
+  std::function<void(const TuneProgress&)> progress;
+};
+
+struct TuneOutcome {
+  TuningManifest manifest;
+  CertificationManifest certification;  // the winner's full certification
+  kernels::Problem problem;
+};
+
+// Searches the legal schedule space: exhaustive when it fits the budget, otherwise the default,
+// a seeded random sample and then the neighbours of the best (one knob one step away). Every
+// candidate is certified before it is timed; compile, validation and oracle failures are
+// recorded and the search goes on. The best few are timed again, interleaved, and the lowest
+// median wins; a finalist within noise of the winner is a tie, and the default wins its ties.
+Result<TuneOutcome> tune(gpu::Device& device, const kernels::KernelDefinition& kernel,
+                         const TuneOptions& options);
+
+// Throughput of a kernel at a problem for a time: GB/s (or GFLOP/s for GEMM) and its unit.
+std::pair<double, std::string> throughput(const kernels::KernelDefinition& kernel,
+                                          const kernels::Problem& problem, double median_ns);
+
+struct AutoTuneRow {
+  std::string kernel_id;
+  enum class Status { kTuned, kCached, kFailed } status = Status::kFailed;
+  std::optional<TuningManifest> manifest;
+  std::string message;  // why it failed
+  std::size_t certified_cases = 0;
+};
+
+struct AutoTuneOptions {
+  TuneOptions tune;
+  bool retune = false;  // tune again even where the cache has a result (replacing it)
+  std::function<void(std::size_t index, std::size_t count, const std::string& kernel_id)> on_kernel;
+};
+
+// Tunes one kernel unless the cache has it for this topology and revision (or options.retune),
+// and stores its tuning and certification manifests. Never fails: the row says what happened.
+AutoTuneRow tune_and_store(gpu::Device& device, const ManifestCache& cache,
+                           const kernels::KernelDefinition& kernel, const AutoTuneOptions& options);
+
+// Tunes every builtin kernel not yet tuned for this adapter's topology and stores the tuning and
+// certification manifests; asks the cache first. A failure of one kernel (even a corrupt cache
+// entry) is reported in its row and the others go on.
+std::vector<AutoTuneRow> auto_tune_all(gpu::Device& device, const ManifestCache& cache,
+                                       const AutoTuneOptions& options);
+
+// What a database calls at start-up: the tuned kernels of this adapter, ready to run.
+class KernelLibrary {
+ public:
+  KernelLibrary(gpu::Device& device, ManifestCache cache)
+      : device_(&device), cache_(std::move(cache)) {}
+
+  struct ReadyKernel {
+    const kernels::KernelDefinition* definition = nullptr;
+    PreparedKernel prepared;
+    bool tuned = false;  // false: the default schedule, because the cache has no tuning
+    std::string origin;  // "tuned on <date-free topology key>" or why the default is used
+  };
+
+  // The pipelines of `kernel_id` with its tuned schedule for this topology, or the default
+  // schedule (tuned = false, origin says why) when it has not been tuned here yet.
+  Result<ReadyKernel> load(std::string_view kernel_id);
+
+ private:
+  gpu::Device* device_;
+  ManifestCache cache_;
+};
+
+}  // namespace wgsl_forge::forge

@@ -1,0 +1,352 @@
+#include "forge_commands.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "wgsl_forge/forge.hpp"
+#include "wgsl_forge/manifest_json.hpp"
+
+namespace wgsl_forge::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+Result<std::unique_ptr<gpu::Device>> open_device(const GlobalOptions& options) {
+  gpu::RuntimeOptions runtime;
+  runtime.library_path = options.webgpu_library;
+  runtime.backend = options.backend;
+  return gpu::Device::open(runtime);
+}
+
+Result<ManifestCache> open_cache(const GlobalOptions& options) {
+  Result<fs::path> root = resolve_cache_root(options.cache_dir);
+  if (!root) return std::move(root).error();
+  return ManifestCache(*root);
+}
+
+bool is_utf8(const std::string& text) {
+  try {
+    (void)nlohmann::json(text).dump();  // the strict dump refuses invalid UTF-8
+    return true;
+  } catch (const nlohmann::json::exception&) {
+    return false;
+  }
+}
+
+// A user's WGSL file: it must exist, be non-empty text.
+Result<std::string> read_source(const fs::path& path) {
+  std::error_code error;
+  if (!fs::exists(path, error)) {
+    return Error(ErrorKind::kInvalidInput, "Source file " + path.string() + " does not exist.");
+  }
+  if (!fs::is_regular_file(path, error)) {
+    return Error(ErrorKind::kInvalidInput, "Source " + path.string() + " is not a regular file.");
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  if (!in && !in.eof()) {
+    return Error(ErrorKind::kInvalidInput, "Source file " + path.string() + " cannot be read.");
+  }
+  std::string text = bytes.str();
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
+    return Error(ErrorKind::kInvalidInput, "Source file " + path.string() + " is empty.");
+  }
+  if (text.find('\0') != std::string::npos || !is_utf8(text)) {
+    return Error(ErrorKind::kInvalidInput, "Source file " + path.string() +
+                                               " is not WGSL text (it holds NUL bytes or is not "
+                                               "UTF-8).");
+  }
+  return text;
+}
+
+std::string format_time(double ns) {
+  char text[32];
+  if (ns >= 1e6)
+    std::snprintf(text, sizeof text, "%.2f ms", ns / 1e6);
+  else
+    std::snprintf(text, sizeof text, "%.1f us", ns / 1e3);
+  return text;
+}
+
+// Progress on a terminal: one line rewritten in place; nothing when stderr is not a terminal.
+class ProgressLine {
+ public:
+  ProgressLine() : enabled_(::isatty(STDERR_FILENO) != 0), start_(Clock::now()) {}
+  ~ProgressLine() { clear(); }
+
+  void kernel(std::size_t index, std::size_t count) {
+    kernel_index_ = index;
+    kernel_count_ = count;
+  }
+  void update(const forge::TuneProgress& progress) {
+    if (!enabled_) return;
+    // ETA from the average time per candidate so far, over the candidates left in all kernels.
+    ++steps_;
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
+    const std::size_t left_here =
+        progress.candidates > progress.candidate ? progress.candidates - progress.candidate : 0;
+    const std::size_t kernels_left =
+        kernel_count_ > kernel_index_ + 1 ? kernel_count_ - kernel_index_ - 1 : 0;
+    const double per_step = elapsed / static_cast<double>(steps_);
+    const double eta =
+        per_step * static_cast<double>(left_here * 2 + kernels_left * progress.candidates * 2);
+    std::fprintf(stderr, "\r\033[K[kernel %zu/%zu] %s: candidate %zu/%zu, %s  (ETA %.0f s)",
+                 kernel_index_ + 1, kernel_count_, progress.kernel_id.c_str(), progress.candidate,
+                 progress.candidates, progress.stage.c_str(), eta);
+    std::fflush(stderr);
+    shown_ = true;
+  }
+  void clear() {
+    if (shown_) std::fprintf(stderr, "\r\033[K");
+    shown_ = false;
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  bool enabled_;
+  bool shown_ = false;
+  Clock::time_point start_;
+  std::size_t kernel_index_ = 0;
+  std::size_t kernel_count_ = 1;
+  std::size_t steps_ = 0;
+};
+
+struct CertifyArguments {
+  std::string kernel;
+  std::string schedule;
+  std::string source;
+  std::uint64_t seed = 0;
+  bool json = false;
+};
+
+int run_certify(const GlobalOptions& options, const CertifyArguments& arguments) {
+  Result<const kernels::KernelDefinition*> kernel = kernels::find_kernel(arguments.kernel);
+  if (!kernel) return report_error(kernel.error());
+  Result<Schedule> schedule = kernels::parse_schedule_overrides(**kernel, arguments.schedule);
+  if (!schedule) return report_error(schedule.error());
+  forge::CertifyOptions certify_options;
+  certify_options.seed = arguments.seed;
+  if (!arguments.source.empty()) {
+    Result<std::string> source = read_source(arguments.source);
+    if (!source) return report_error(source.error());
+    certify_options.source = *source;
+  }
+  Result<ManifestCache> cache = open_cache(options);
+  if (!cache) return report_error(cache.error());
+  Result<std::unique_ptr<gpu::Device>> device = open_device(options);
+  if (!device) return report_error(device.error());
+  Result<CertificationManifest> manifest =
+      forge::certify(**device, **kernel, *schedule, certify_options);
+  if (!manifest) {
+    // WGSL that a user wrote and that does not compile is bad input, not a machine failure.
+    if (certify_options.source && manifest.error().kind() == ErrorKind::kCompilation) {
+      report_error(manifest.error());
+      return kExitBadInput;
+    }
+    return report_error(manifest.error());
+  }
+  Result<fs::path> stored = cache->store_certification(*manifest);
+  if (arguments.json) {
+    std::cout << serialize_manifest(*manifest).value();
+  } else {
+    std::size_t passed = 0;
+    for (const CertificationCase& one : manifest->cases) {
+      if (one.passed()) ++passed;
+    }
+    std::cout << manifest->kernel_id << " " << manifest->schedule.to_string() << ": "
+              << verdict_name(manifest->verdict) << " (" << passed << " of "
+              << manifest->cases.size() << " cases passed; tolerance: " << manifest->tolerance
+              << ")\n";
+    if (manifest->verdict == Verdict::kRejected) {
+      std::cout << "first mismatch: " << forge::first_failure(*manifest) << "\n";
+    }
+    if (stored) std::cout << "evidence: " << stored->string() << "\n";
+  }
+  if (!stored) return report_error(stored.error());
+  return manifest->verdict == Verdict::kCertified ? kExitOk : kExitRejected;
+}
+
+struct TuneArguments {
+  std::string kernel;
+  std::uint32_t budget = 12;
+  std::uint64_t size = 0;
+  std::uint64_t seed = 0;
+  bool json = false;
+  bool retune = false;
+};
+
+std::string row_text(const kernels::KernelDefinition& kernel, const TuningManifest& manifest,
+                     const char* status, std::size_t certified_cases) {
+  kernels::Problem problem = kernel.tuning_problem(false);
+  const double median = manifest.result.winner.timing.median_ns;
+  if (problem.m != 0) {
+    // GEMM problems are stored as m * n * k; tuning is square.
+    const auto side = static_cast<std::uint32_t>(
+        std::llround(std::cbrt(static_cast<double>(manifest.context.problem_size))));
+    problem.m = problem.n = problem.k = side;
+  } else {
+    problem.elements = manifest.context.problem_size;
+  }
+  auto [rate, unit] = forge::throughput(kernel, problem, median);
+  char text[512];
+  std::optional<double> speedup = manifest.speedup_over_baseline();
+  std::snprintf(
+      text, sizeof text, "%-21s %-7s %-60s %11s %9.1f %-7s %6s %5zu", manifest.kernel_id.c_str(),
+      status, manifest.result.winner.schedule.to_string().c_str(), format_time(median).c_str(),
+      rate, unit.c_str(), speedup ? (std::to_string(*speedup).substr(0, 4) + "x").c_str() : "-",
+      certified_cases);
+  return text;
+}
+
+void print_header() {
+  std::printf("%-21s %-7s %-60s %11s %17s %6s %5s\n", "kernel", "status", "winner schedule",
+              "median", "throughput", "vs def", "cases");
+}
+
+nlohmann::json row_json(const forge::AutoTuneRow& row) {
+  nlohmann::json json = {{"kernel", row.kernel_id}, {"certified_cases", row.certified_cases}};
+  json["status"] = row.status == forge::AutoTuneRow::Status::kTuned    ? "tuned"
+                   : row.status == forge::AutoTuneRow::Status::kCached ? "cached"
+                                                                       : "failed";
+  if (row.manifest) {
+    json["cache_key"] = row.manifest->cache_key;
+    json["winner"] =
+        nlohmann::json::parse(canonical_json(row.manifest->result.winner.schedule).value());
+    json["median_ns"] = row.manifest->result.winner.timing.median_ns;
+    json["timing_source"] = timing_source_name(row.manifest->result.winner.timing.source);
+    json["problem_size"] = row.manifest->context.problem_size;
+    if (auto speedup = row.manifest->speedup_over_baseline())
+      json["speedup_over_default"] = *speedup;
+  }
+  if (!row.message.empty()) json["error"] = row.message;
+  return json;
+}
+
+int run_auto_tune(const GlobalOptions& options, const TuneArguments& arguments,
+                  const std::vector<const kernels::KernelDefinition*>& only) {
+  Result<ManifestCache> cache = open_cache(options);
+  if (!cache) return report_error(cache.error());
+  Result<std::unique_ptr<gpu::Device>> device = open_device(options);
+  if (!device) return report_error(device.error());
+  ProgressLine progress;
+  forge::AutoTuneOptions tune_options;
+  tune_options.retune = arguments.retune;
+  tune_options.tune.budget = arguments.budget;
+  tune_options.tune.seed = arguments.seed;
+  tune_options.tune.progress = [&progress](const forge::TuneProgress& step) {
+    progress.update(step);
+  };
+  tune_options.on_kernel = [&progress](std::size_t index, std::size_t count, const std::string&) {
+    progress.kernel(index, count);
+  };
+  if (arguments.size != 0 && only.size() == 1) {
+    kernels::Problem problem = only.front()->tuning_problem(false);
+    if (problem.m != 0)
+      problem.m = problem.n = problem.k = static_cast<std::uint32_t>(arguments.size);
+    else
+      problem.elements = arguments.size;
+    tune_options.tune.problem = problem;
+  }
+  std::vector<forge::AutoTuneRow> rows = only.empty()
+                                             ? forge::auto_tune_all(**device, *cache, tune_options)
+                                             : std::vector<forge::AutoTuneRow>{};
+  for (const kernels::KernelDefinition* kernel : only) {
+    progress.kernel(0, 1);
+    forge::AutoTuneOptions single = tune_options;
+    single.retune = true;  // `tune` always searches again and replaces the entry
+    rows.push_back(forge::tune_and_store(**device, *cache, *kernel, single));
+  }
+  progress.clear();
+  bool failed = false;
+  if (arguments.json) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const forge::AutoTuneRow& row : rows) list.push_back(row_json(row));
+    std::cout << nlohmann::json{{"adapter", (*device)->adapter().identity.name},
+                                {"topology_hash", (*device)->adapter().topology_hash},
+                                {"cache", cache->root().string()},
+                                {"kernels", list}}
+                     .dump(2)
+              << "\n";
+  } else {
+    std::printf("adapter %s, topology %s, cache %s\n", (*device)->adapter().identity.name.c_str(),
+                (*device)->adapter().topology_hash.substr(0, 16).c_str(), cache->root().c_str());
+    print_header();
+  }
+  for (const forge::AutoTuneRow& row : rows) {
+    if (row.status == forge::AutoTuneRow::Status::kFailed) {
+      failed = true;
+      std::fprintf(stderr, "wgsl-forge: error: %s: %s\n", row.kernel_id.c_str(),
+                   row.message.c_str());
+      if (!arguments.json)
+        std::printf("%-21s %-7s %s\n", row.kernel_id.c_str(), "FAILED", "(see the error above)");
+      continue;
+    }
+    if (arguments.json) continue;
+    const kernels::KernelDefinition& kernel = *kernels::find_kernel(row.kernel_id).value();
+    std::printf("%s\n",
+                row_text(kernel, *row.manifest,
+                         row.status == forge::AutoTuneRow::Status::kTuned ? "tuned" : "cached",
+                         row.certified_cases)
+                    .c_str());
+  }
+  return failed ? kExitRuntime : kExitOk;
+}
+
+}  // namespace
+
+void add_forge_commands(CLI::App& app, const GlobalOptions& options, std::function<int()>& run) {
+  auto certify_arguments = std::make_shared<CertifyArguments>();
+  CLI::App* certify = app.add_subcommand(
+      "certify", "Run a kernel against its CPU oracle on the adapter; store the evidence");
+  certify->add_option("KERNEL", certify_arguments->kernel, "Kernel id")->required();
+  certify->add_option("--schedule", certify_arguments->schedule, "Knobs to change, k=v,...");
+  certify->add_option("--source", certify_arguments->source,
+                      "Certify this WGSL file instead (same bindings, entry points and plan)");
+  certify->add_option("--seed", certify_arguments->seed, "Seed of the inputs (default: fresh)");
+  certify->add_flag("--json", certify_arguments->json, "Print the certification manifest");
+  certify->callback([&run, &options, certify_arguments] {
+    run = [&options, certify_arguments] { return run_certify(options, *certify_arguments); };
+  });
+
+  auto tune_arguments = std::make_shared<TuneArguments>();
+  auto tune_kernel = std::make_shared<std::string>();
+  CLI::App* tune = app.add_subcommand("tune", "Find the fastest certified schedule of a kernel");
+  tune->add_option("KERNEL", *tune_kernel, "Kernel id")->required();
+  tune->add_option("--budget", tune_arguments->budget, "Most candidates to time (default 12)")
+      ->check(CLI::Range(1u, 100000u));
+  tune->add_option("--size", tune_arguments->size,
+                   "Problem size: elements (GEMM: m = n = k); default: the kernel's own");
+  tune->add_option("--seed", tune_arguments->seed, "Seed of the search and inputs");
+  tune->add_flag("--json", tune_arguments->json, "Print JSON");
+  tune->callback([&run, &options, tune_arguments, tune_kernel] {
+    run = [&options, tune_arguments, tune_kernel] {
+      Result<const kernels::KernelDefinition*> kernel = kernels::find_kernel(*tune_kernel);
+      if (!kernel) return report_error(kernel.error());
+      return run_auto_tune(options, *tune_arguments, {*kernel});
+    };
+  });
+
+  auto all_arguments = std::make_shared<TuneArguments>();
+  CLI::App* all = app.add_subcommand("auto-tune-all",
+                                     "Tune every builtin kernel not yet tuned for this adapter");
+  all->add_option("--budget", all_arguments->budget, "Most candidates to time per kernel")
+      ->check(CLI::Range(1u, 100000u));
+  all->add_option("--seed", all_arguments->seed, "Seed of the search and inputs");
+  all->add_flag("--retune", all_arguments->retune, "Tune again where the cache has a result");
+  all->add_flag("--json", all_arguments->json, "Print JSON");
+  all->callback([&run, &options, all_arguments] {
+    run = [&options, all_arguments] { return run_auto_tune(options, *all_arguments, {}); };
+  });
+}
+
+}  // namespace wgsl_forge::cli

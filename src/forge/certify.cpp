@@ -1,0 +1,92 @@
+// Certification: a generated (or user-written) kernel against its CPU oracle on this adapter.
+
+#include <algorithm>
+#include <random>
+#include <sstream>
+
+#include "wgsl_forge/forge.hpp"
+
+namespace wgsl_forge::forge {
+
+namespace {
+
+std::uint64_t fresh_seed() {
+  std::random_device device;
+  return (std::uint64_t{device()} << 32) ^ device();
+}
+
+std::string format_value(double value) {
+  std::ostringstream text;
+  text.precision(9);
+  text << value;
+  return text.str();
+}
+
+}  // namespace
+
+Result<CertificationManifest> certify(gpu::Device& device, const kernels::KernelDefinition& kernel,
+                                      const Schedule& schedule, const CertifyOptions& options) {
+  const std::string context =
+      "certifying " + std::string(kernel.id()) + " with schedule " + schedule.to_string();
+  Result<GeneratedKernel> generated = kernels::generate_builtin(
+      kernel, schedule, TargetBackend::kWgsl, capabilities_of(device.adapter()));
+  if (!generated) return std::move(generated).error();
+  if (options.source) {
+    generated->source = *options.source;
+    generated->seal();
+  }
+  Result<PreparedKernel> prepared = PreparedKernel::prepare(device, kernel, *generated);
+  if (!prepared) return std::move(prepared).error();
+
+  std::mt19937_64 seeds(options.seed != 0 ? options.seed : fresh_seed());
+  std::vector<CertificationCase> cases;
+  for (const kernels::CaseSpec& spec : kernel.certification_cases()) {
+    const std::uint64_t size = std::max<std::uint64_t>(
+        spec.problem.elements, std::uint64_t{spec.problem.m} * spec.problem.n);
+    if (options.quick && size > kQuickCaseElements) continue;
+    const std::uint64_t seed = seeds();
+    kernels::CaseInputs inputs = kernel.make_inputs(spec, seed);
+    Result<BufferContents> outputs = prepared->run(inputs);
+    if (!outputs) {
+      return std::move(outputs).error().with_context(context + ", case '" + spec.name + "'");
+    }
+    kernels::CaseVerdict verdict = kernel.check(inputs, *outputs);
+    CertificationCase record;
+    record.name = spec.name;
+    record.element_count = spec.problem.elements != 0
+                               ? spec.problem.elements
+                               : std::uint64_t{spec.problem.m} * spec.problem.n;
+    record.value_profile = spec.value_profile;
+    record.seed = seed;
+    record.allowed_absolute_error = verdict.allowed_absolute_error;
+    record.allowed_relative_error = verdict.allowed_relative_error;
+    record.report = verdict.report;
+    record.failed_checks = std::move(verdict.failed_checks);
+    cases.push_back(std::move(record));
+  }
+  return CertificationManifest::create(*generated, device.adapter().identity,
+                                       device.adapter().topology_hash, kernel.tolerance(),
+                                       std::move(cases));
+}
+
+std::string first_failure(const CertificationManifest& manifest) {
+  for (const CertificationCase& one : manifest.cases) {
+    if (one.passed()) continue;
+    std::string text = "case '" + one.name + "' (seed " + std::to_string(one.seed) + "): ";
+    if (one.report.first_mismatch) {
+      const Mismatch& mismatch = *one.report.first_mismatch;
+      text += "element " + std::to_string(mismatch.index) + " is " + format_value(mismatch.actual) +
+              ", expected " + format_value(mismatch.expected) + " (" +
+              std::to_string(one.report.mismatch_count) + " of " +
+              std::to_string(one.report.compared) + " elements differ)";
+    } else if (!one.failed_checks.empty()) {
+      text += one.failed_checks.front();
+    } else {
+      text += std::to_string(one.report.mismatch_count) + " elements differ";
+    }
+    return text;
+  }
+  return manifest.cases.empty() ? "no case ran" : "";
+}
+
+}  // namespace wgsl_forge::forge

@@ -1,0 +1,334 @@
+// Tuning: the fastest certified schedule of a kernel on this adapter.
+//
+// Why the median decides and the MAD judges ties: GPU timings have a long right tail (clock
+// ramps, other work on the machine) and rare fast outliers (a cached result, a clock step); the
+// mean follows the tail and the minimum rewards luck. The median of interleaved re-timings is
+// stable across runs; two finalists whose medians differ by less than the larger of their MADs,
+// or by less than 1 %, cannot be told apart, and the default schedule wins such a tie because it
+// is the one users can reason about.
+
+#include <algorithm>
+#include <random>
+
+#include "wgsl_forge/forge.hpp"
+
+namespace wgsl_forge::forge {
+
+namespace {
+
+constexpr std::size_t kFinalists = 3;
+constexpr std::uint32_t kInterleavedRounds = 3;
+
+FailureStage stage_of(const Error& error) {
+  switch (error.kind()) {
+    case ErrorKind::kCompilation:
+      return FailureStage::kCompile;
+    case ErrorKind::kValidation:
+    case ErrorKind::kInvalidInput:
+      return FailureStage::kValidation;
+    default:
+      return error.message().find("Timed out") != std::string::npos ? FailureStage::kTimeout
+                                                                    : FailureStage::kExecution;
+  }
+}
+
+// A candidate that passed certification and was timed once.
+struct Timed {
+  CandidateResult result;
+  std::vector<std::uint64_t> samples;
+};
+
+class Tuner {
+ public:
+  Tuner(gpu::Device& device, const kernels::KernelDefinition& kernel, const TuneOptions& options)
+      : device_(device), kernel_(kernel), options_(options) {}
+
+  Result<TuneOutcome> run();
+
+ private:
+  // Certifies and times one schedule; a failure is recorded and nullopt returned. An error is
+  // returned only when tuning cannot go on (the device is lost).
+  Result<std::optional<Timed>> evaluate(const Schedule& schedule);
+  Result<Timed> time_schedule(const Schedule& schedule, ComparisonReport oracle);
+  std::vector<Schedule> neighbours(const Schedule& schedule) const;
+  void report(const std::string& stage) const;
+  Status device_alive() const;
+
+  gpu::Device& device_;
+  const kernels::KernelDefinition& kernel_;
+  const TuneOptions& options_;
+  kernels::DeviceCapabilities capabilities_;
+  gpu::TimingOptions timing_;
+  kernels::Problem problem_;
+  BufferContents inputs_;
+  std::mt19937_64 random_;
+  std::vector<Schedule> space_;
+  std::size_t planned_ = 0;
+  std::size_t evaluated_ = 0;
+  std::vector<CandidateFailure> failures_;
+};
+
+void Tuner::report(const std::string& stage) const {
+  if (options_.progress)
+    options_.progress({std::string(kernel_.id()), evaluated_, planned_, stage});
+}
+
+Status Tuner::device_alive() const {
+  if (auto lost = device_.lost_reason()) {
+    return Error(ErrorKind::kRuntime, "The GPU device was lost while tuning " +
+                                          std::string(kernel_.id()) + " (" + *lost +
+                                          "); nothing measured on it is published.");
+  }
+  return Ok{};
+}
+
+Result<Timed> Tuner::time_schedule(const Schedule& schedule, ComparisonReport oracle) {
+  Result<GeneratedKernel> generated =
+      kernels::generate_builtin(kernel_, schedule, TargetBackend::kWgsl, capabilities_);
+  if (!generated) return std::move(generated).error();
+  Result<PreparedKernel> prepared = PreparedKernel::prepare(device_, kernel_, *generated);
+  if (!prepared) return std::move(prepared).error();
+  Result<std::unique_ptr<BoundPlan>> bound = prepared->bind(problem_);
+  if (!bound) return std::move(bound).error();
+  if (Status loaded = prepared->load_inputs(**bound, inputs_); !loaded)
+    return std::move(loaded).error();
+  Result<gpu::TimedRun> timed = device_.time((*bound)->steps(), timing_);
+  if (!timed) return std::move(timed).error();
+  return Timed{CandidateResult{schedule, oracle, timed->summary}, timed->samples_ns};
+}
+
+Result<std::optional<Timed>> Tuner::evaluate(const Schedule& schedule) {
+  ++evaluated_;
+  report("certifying");
+  CertifyOptions certify_options;
+  certify_options.quick = true;
+  certify_options.seed = random_();
+  Result<CertificationManifest> certification =
+      certify(device_, kernel_, schedule, certify_options);
+  if (Status alive = device_alive(); !alive) return std::move(alive).error();
+  if (!certification) {
+    failures_.push_back(
+        {schedule, stage_of(certification.error()), certification.error().to_string()});
+    return std::optional<Timed>();
+  }
+  if (certification->verdict != Verdict::kCertified) {
+    failures_.push_back({schedule, FailureStage::kMismatch, first_failure(*certification)});
+    return std::optional<Timed>();
+  }
+  ComparisonReport oracle;
+  for (const CertificationCase& one : certification->cases) {
+    oracle.compared += one.report.compared;
+    oracle.max_absolute_error = std::max(oracle.max_absolute_error, one.report.max_absolute_error);
+    oracle.max_relative_error = std::max(oracle.max_relative_error, one.report.max_relative_error);
+  }
+  report("timing");
+  Result<Timed> timed = time_schedule(schedule, oracle);
+  if (Status alive = device_alive(); !alive) return std::move(alive).error();
+  if (!timed) {
+    failures_.push_back({schedule, stage_of(timed.error()), timed.error().to_string()});
+    return std::optional<Timed>();
+  }
+  return std::optional<Timed>(std::move(timed).value());
+}
+
+std::vector<Schedule> Tuner::neighbours(const Schedule& schedule) const {
+  std::vector<Schedule> result;
+  for (const kernels::KnobSpec& knob : kernel_.knobs()) {
+    auto at = std::find(knob.values.begin(), knob.values.end(), *schedule.get(knob.name));
+    for (int step : {-1, 1}) {
+      auto index = (at - knob.values.begin()) + step;
+      if (index < 0 || index >= static_cast<std::ptrdiff_t>(knob.values.size())) continue;
+      Schedule neighbour = schedule;
+      neighbour.set(knob.name, knob.values[static_cast<std::size_t>(index)]);
+      if (std::find(space_.begin(), space_.end(), neighbour) != space_.end())
+        result.push_back(neighbour);
+    }
+  }
+  return result;
+}
+
+bool within_noise(const TimingSummary& a, const TimingSummary& b) {
+  const double noise = std::max({a.mad_ns, b.mad_ns, 0.01 * std::min(a.median_ns, b.median_ns)});
+  return std::abs(a.median_ns - b.median_ns) <= noise;
+}
+
+Result<TuneOutcome> Tuner::run() {
+  capabilities_ = capabilities_of(device_.adapter());
+  space_ = kernel_.schedule_space(capabilities_);
+  if (space_.empty()) {
+    return Error(ErrorKind::kInvalidInput,
+                 "No schedule of " + std::string(kernel_.id()) + " fits this adapter's limits.");
+  }
+  random_.seed(options_.seed != 0 ? options_.seed : std::random_device{}());
+  timing_ = options_.timing;
+  if (device_.adapter().identity.device_type == "Cpu") {
+    // A CPU adapter's timings are steady and slow; fewer samples tell the same.
+    timing_.warmup_runs = std::min<std::uint32_t>(timing_.warmup_runs, 1);
+    timing_.samples = std::min<std::uint32_t>(timing_.samples, 7);
+  }
+  problem_ = options_.problem.value_or(
+      kernel_.tuning_problem(device_.adapter().identity.device_type == "Cpu"));
+  const std::vector<kernels::CaseSpec> specs = kernel_.certification_cases();
+  inputs_ =
+      kernel_
+          .make_inputs({"tuning " + problem_.to_string(), problem_, specs.front().value_profile},
+                       random_())
+          .buffers;
+
+  // Candidates: everything when the space fits the budget; otherwise the default, a random
+  // sample for two thirds of the budget, then the neighbours of the best so far.
+  const std::size_t budget = std::max<std::uint32_t>(1, options_.budget);
+  std::vector<Schedule> queue;
+  std::vector<Schedule> tried;
+  if (space_.size() <= budget) {
+    queue = space_;
+  } else {
+    std::vector<Schedule> rest(space_.begin() + 1, space_.end());
+    std::shuffle(rest.begin(), rest.end(), random_);
+    queue.push_back(space_.front());
+    const std::size_t sampled = std::max<std::size_t>(1, budget * 2 / 3);
+    queue.insert(queue.end(), rest.begin(),
+                 rest.begin() + static_cast<std::ptrdiff_t>(std::min(sampled - 1, rest.size())));
+  }
+  planned_ = std::min(budget, space_.size());
+  std::vector<Timed> timed;
+  while (tried.size() < budget) {
+    if (queue.empty()) {
+      // Refinement: the untried neighbours of the fastest so far, else any untried schedule.
+      auto best = std::min_element(timed.begin(), timed.end(), [](const Timed& a, const Timed& b) {
+        return a.result.timing.median_ns < b.result.timing.median_ns;
+      });
+      if (best != timed.end()) {
+        for (const Schedule& neighbour : neighbours(best->result.schedule)) {
+          if (std::find(tried.begin(), tried.end(), neighbour) == tried.end())
+            queue.push_back(neighbour);
+        }
+      }
+      for (const Schedule& schedule : space_) {
+        if (!queue.empty()) break;
+        if (std::find(tried.begin(), tried.end(), schedule) == tried.end())
+          queue.push_back(schedule);
+      }
+      if (queue.empty()) break;
+    }
+    Schedule next = queue.front();
+    queue.erase(queue.begin());
+    if (std::find(tried.begin(), tried.end(), next) != tried.end()) continue;
+    tried.push_back(next);
+    Result<std::optional<Timed>> outcome = evaluate(next);
+    if (!outcome) return std::move(outcome).error();
+    if (outcome->has_value()) timed.push_back(std::move(**outcome));
+  }
+  if (timed.empty()) {
+    std::string reason = failures_.empty() ? "no candidate" : failures_.front().message;
+    return Error(ErrorKind::kRuntime, "No schedule of " + std::string(kernel_.id()) +
+                                          " was certified on this adapter (" +
+                                          std::to_string(failures_.size()) +
+                                          " failed; first: " + reason + ").");
+  }
+
+  // Finalists: the fastest few and the default, re-timed in interleaved rounds.
+  std::sort(timed.begin(), timed.end(), [](const Timed& a, const Timed& b) {
+    return a.result.timing.median_ns < b.result.timing.median_ns;
+  });
+  std::vector<Timed> finalists(timed.begin(), timed.begin() + static_cast<std::ptrdiff_t>(std::min(
+                                                                  kFinalists, timed.size())));
+  const Schedule default_schedule = kernel_.default_schedule();
+  auto is_default = [&](const Timed& candidate) {
+    return candidate.result.schedule == default_schedule;
+  };
+  if (std::none_of(finalists.begin(), finalists.end(), is_default)) {
+    auto default_timed = std::find_if(timed.begin(), timed.end(), is_default);
+    if (default_timed != timed.end()) finalists.push_back(*default_timed);
+  }
+  report("finalists");
+  for (std::uint32_t round = 0; round < kInterleavedRounds; ++round) {
+    for (std::size_t i = 0; i < finalists.size(); ++i) {
+      Timed& finalist = finalists[(i + round) % finalists.size()];
+      Result<Timed> again = time_schedule(finalist.result.schedule, finalist.result.oracle);
+      if (Status alive = device_alive(); !alive) return std::move(alive).error();
+      if (!again)
+        return std::move(again).error().with_context("re-timing finalists of " +
+                                                     std::string(kernel_.id()));
+      finalist.samples.insert(finalist.samples.end(), again->samples.begin(), again->samples.end());
+    }
+  }
+  for (Timed& finalist : finalists) {
+    finalist.result.timing =
+        TimingSummary::from_samples(finalist.result.timing.source, finalist.samples).value();
+  }
+  std::sort(finalists.begin(), finalists.end(), [](const Timed& a, const Timed& b) {
+    return a.result.timing.median_ns < b.result.timing.median_ns;
+  });
+
+  // The winner must also pass the full certification (with the many-workgroups cases).
+  while (!finalists.empty()) {
+    const Timed* winner = &finalists.front();
+    std::vector<Schedule> ties;
+    for (const Timed& other : finalists) {
+      if (&other != winner && within_noise(other.result.timing, winner->result.timing))
+        ties.push_back(other.result.schedule);
+    }
+    auto default_finalist = std::find_if(finalists.begin(), finalists.end(), is_default);
+    if (default_finalist != finalists.end() && !is_default(*winner) &&
+        std::find(ties.begin(), ties.end(), default_schedule) != ties.end()) {
+      ties.erase(std::find(ties.begin(), ties.end(), default_schedule));
+      ties.push_back(winner->result.schedule);
+      winner = &*default_finalist;
+    }
+    CertifyOptions full;
+    full.seed = random_();
+    Result<CertificationManifest> certification =
+        certify(device_, kernel_, winner->result.schedule, full);
+    if (Status alive = device_alive(); !alive) return std::move(alive).error();
+    if (!certification || certification->verdict != Verdict::kCertified) {
+      failures_.push_back(
+          {winner->result.schedule,
+           certification ? FailureStage::kMismatch : stage_of(certification.error()),
+           certification ? first_failure(*certification) : certification.error().to_string()});
+      finalists.erase(finalists.begin() + (winner - finalists.data()));
+      continue;
+    }
+    TuningResult result;
+    result.evaluated_candidates = evaluated_;
+    result.rejected_candidates = failures_.size();
+    result.failures = failures_;
+    result.winner = winner->result;
+    for (const Timed& finalist : finalists) result.finalists.push_back(finalist.result);
+    TuningContext context;
+    context.topology_hash = device_.adapter().topology_hash;
+    context.problem_size = problem_.elements != 0
+                               ? problem_.elements
+                               : std::uint64_t{problem_.m} * problem_.n * problem_.k;
+    context.toggles = device_.adapter().toggles;
+    if (default_finalist != finalists.end()) context.baseline = default_finalist->result;
+    context.ties = ties;
+    Result<GeneratedKernel> generated = kernels::generate_builtin(
+        kernel_, winner->result.schedule, TargetBackend::kWgsl, capabilities_);
+    if (!generated) return std::move(generated).error();
+    Result<TuningManifest> manifest = TuningManifest::create(*generated, device_.adapter().identity,
+                                                             std::move(result), std::move(context));
+    if (!manifest) return std::move(manifest).error();
+    return TuneOutcome{std::move(manifest).value(), std::move(certification).value(), problem_};
+  }
+  return Error(ErrorKind::kRuntime,
+               "Every finalist of " + std::string(kernel_.id()) +
+                   " failed its full certification (first: " + failures_.back().message + ").");
+}
+
+}  // namespace
+
+Result<TuneOutcome> tune(gpu::Device& device, const kernels::KernelDefinition& kernel,
+                         const TuneOptions& options) {
+  return Tuner(device, kernel, options).run();
+}
+
+std::pair<double, std::string> throughput(const kernels::KernelDefinition& kernel,
+                                          const kernels::Problem& problem, double median_ns) {
+  const kernels::WorkAmount work = kernel.work(problem);
+  if (median_ns <= 0) return {0, work.flops != 0 ? "GFLOP/s" : "GB/s"};
+  if (work.flops != 0) return {static_cast<double>(work.flops) / median_ns, "GFLOP/s"};
+  return {static_cast<double>(work.bytes) / median_ns, "GB/s"};
+}
+
+}  // namespace wgsl_forge::forge
