@@ -90,6 +90,13 @@ struct AutoTuneOptions {
   std::function<void(std::size_t index, std::size_t count, const std::string& kernel_id)> on_kernel;
 };
 
+// Stores certification evidence. Certification entries are immutable and keyed by what was
+// certified (kernel, revision, source, schedule, adapter, topology), not by the seeds: when an
+// earlier run of the same kernel already left valid evidence, that entry is kept and its path
+// returned (the new run re-checked it with fresh inputs).
+Result<std::filesystem::path> store_certification_evidence(const ManifestCache& cache,
+                                                           const CertificationManifest& manifest);
+
 // Tunes one kernel unless the cache has it for this topology and revision (or options.retune),
 // and stores its tuning and certification manifests. Never fails: the row says what happened.
 AutoTuneRow tune_and_store(gpu::Device& device, const ManifestCache& cache,

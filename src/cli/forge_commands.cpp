@@ -155,7 +155,7 @@ int run_certify(const GlobalOptions& options, const CertifyArguments& arguments)
     }
     return report_error(manifest.error());
   }
-  Result<fs::path> stored = cache->store_certification(*manifest);
+  Result<fs::path> stored = forge::store_certification_evidence(*cache, *manifest);
   if (arguments.json) {
     std::cout << serialize_manifest(*manifest).value();
   } else {

@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   CLI::App app("wgsl-forge: generates, certifies and tunes WGSL compute kernels", "wgsl-forge");
   app.set_version_flag("--version", std::string("wgsl-forge ") + wgsl_forge::kVersion);
   app.require_subcommand(1);
+  // Global options (--cache, --webgpu-lib, --backend) may also follow the subcommand.
+  app.fallthrough();
 
   GlobalOptions options;
   std::string cache_dir;

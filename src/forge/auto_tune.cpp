@@ -25,6 +25,16 @@ std::size_t certified_cases(gpu::Device& device, const ManifestCache& cache,
 
 }  // namespace
 
+Result<std::filesystem::path> store_certification_evidence(const ManifestCache& cache,
+                                                           const CertificationManifest& manifest) {
+  Result<std::filesystem::path> stored = cache.store_certification(manifest);
+  if (stored || stored.error().kind() != ErrorKind::kCollision || !manifest.cache_key) return stored;
+  Result<std::optional<CertificationManifest>> earlier = cache.load_certification(*manifest.cache_key);
+  if (!earlier) return std::move(earlier).error();
+  if (!earlier->has_value() || (*earlier)->verdict != manifest.verdict) return stored;
+  return cache.path_for(ManifestKind::kCertification, *manifest.cache_key);
+}
+
 AutoTuneRow tune_and_store(gpu::Device& device, const ManifestCache& cache,
                            const kernels::KernelDefinition& kernel,
                            const AutoTuneOptions& options) {
@@ -61,7 +71,8 @@ AutoTuneRow tune_and_store(gpu::Device& device, const ManifestCache& cache,
     row.message = outcome.error().to_string();
     return row;
   }
-  if (Result<std::filesystem::path> stored = cache.store_certification(outcome->certification);
+  if (Result<std::filesystem::path> stored =
+          store_certification_evidence(cache, outcome->certification);
       !stored) {
     row.message = stored.error().to_string();
     return row;

@@ -1,0 +1,237 @@
+// The forge end to end on the real adapter: certification of hand-broken WGSL, tuning, and
+// auto-tune-all twice through the command line, a damaged cache entry, and the start-up entry
+// point a database calls.
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "gpu/gpu_test_support.hpp"
+#include "support/temp_dir.hpp"
+#include "support/test_manifests.hpp"
+#include "wgsl_forge/forge.hpp"
+
+namespace wgsl_forge {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+CommandResult run_cli(const std::string& arguments) {
+  const std::string command = std::string(WGSL_FORGE_CLI_PATH) + " " + arguments + " 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  CommandResult result;
+  if (pipe == nullptr) return result;
+  char buffer[4096];
+  while (std::size_t count = std::fread(buffer, 1, sizeof buffer, pipe)) result.output.append(buffer, count);
+  int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+std::string replace_once(std::string text, const std::string& from, const std::string& to) {
+  std::size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << "the generated WGSL no longer contains '" << from << "'";
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+std::string default_affine_wgsl() {
+  const kernels::KernelDefinition& affine = *kernels::find_kernel("affine_f32").value();
+  return affine.generate_wgsl(affine.default_schedule());
+}
+
+class ForgeCliTest : public ::testing::Test {
+ protected:
+  std::string cache_flag() const { return "--cache " + (temp_.path() / "cache").string(); }
+  fs::path write(const std::string& name, const std::string& text) const {
+    fs::path path = temp_.path() / name;
+    testing::write_text(path, text);
+    return path;
+  }
+  testing::TempDir temp_;
+};
+
+TEST_F(ForgeCliTest, CertifyAcceptsTheGeneratedSourceAndStoresEvidence) {
+  fs::path source = write("affine.wgsl", default_affine_wgsl());
+  CommandResult result = run_cli("certify affine_f32 --source " + source.string() + " " + cache_flag());
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find(": certified ("), std::string::npos) << result.output;
+  CommandResult listed = run_cli("cache list " + cache_flag());
+  EXPECT_NE(listed.output.find("certification  "), std::string::npos) << listed.output;
+}
+
+TEST_F(ForgeCliTest, HandBrokenSourcesAreRejectedWithTheirFirstMismatch) {
+  // An off-by-one bound (the last vector is never written) and a wrong constant.
+  const std::string off_by_one =
+      replace_once(default_affine_wgsl(), "if (i < params.vectors)", "if (i + 1u < params.vectors)");
+  const std::string wrong_constant =
+      replace_once(default_affine_wgsl(), "params.a * x[i] + params.b", "params.a * x[i] + params.b + 0.5");
+  for (const std::string& broken : {off_by_one, wrong_constant}) {
+    fs::path source = write("broken.wgsl", broken);
+    CommandResult result =
+        run_cli("certify affine_f32 --seed 7 --source " + source.string() + " " + cache_flag());
+    EXPECT_EQ(result.exit_code, 1) << result.output;
+    EXPECT_NE(result.output.find(": rejected ("), std::string::npos) << result.output;
+    EXPECT_NE(result.output.find("first mismatch: case 'n="), std::string::npos) << result.output;
+    EXPECT_NE(result.output.find(", expected "), std::string::npos) << result.output;
+  }
+}
+
+TEST_F(ForgeCliTest, BadSourcesAndSchedulesAreBadInput) {
+  struct Case {
+    std::string arguments;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"certify affine_f32 --source " + (temp_.path() / "missing.wgsl").string(), "does not exist"},
+      {"certify affine_f32 --source " + write("empty.wgsl", "  \n").string(), "is empty"},
+      {"certify affine_f32 --source " + write("binary.wgsl", std::string("fn\0main", 7)).string(),
+       "is not WGSL text"},
+      {"certify affine_f32 --source " + write("invalid.wgsl", "fn main( {\n").string(),
+       "does not compile"},
+      {"certify affine_f32 --schedule workgroup_size=3", "Knob workgroup_size (3) is not one of"},
+      {"certify affine_f32 --schedule workgroup_size", "is not knob=value"},
+      {"certify no_such_kernel", "Unknown kernel 'no_such_kernel'"},
+      {"tune affine_f32 --budget 0", "--budget"},
+  };
+  for (const Case& one : cases) {
+    CommandResult result = run_cli(one.arguments + " " + cache_flag());
+    EXPECT_EQ(result.exit_code, 2) << one.arguments << "\n" << result.output;
+    EXPECT_NE(result.output.find(one.message), std::string::npos) << one.arguments << "\n" << result.output;
+  }
+  // The compile error of a user's WGSL points at the line and column.
+  CommandResult invalid = run_cli("certify affine_f32 --source " +
+                                  write("invalid.wgsl", "fn main() {\n  let x = ;\n}\n").string() +
+                                  " " + cache_flag());
+  EXPECT_NE(invalid.output.find("affine_f32.affine:2:11: error:"), std::string::npos) << invalid.output;
+}
+
+TEST(TuneTest, StoresAManifestWhoseWinnerIsCertified) {
+  gpu::Device& device = testing::shared_device();
+  testing::TempDir temp;
+  ManifestCache cache(temp.path());
+  const kernels::KernelDefinition& gather = *kernels::find_kernel("gather_f32").value();
+  forge::TuneOptions options;
+  options.budget = 3;
+  options.seed = testing::test_seed();
+  kernels::Problem problem;
+  problem.elements = 50000;
+  options.problem = problem;
+  Result<forge::TuneOutcome> outcome = forge::tune(device, gather, options);
+  ASSERT_TRUE(outcome.ok()) << outcome.error().to_string();
+  const TuningManifest& manifest = outcome->manifest;
+  EXPECT_EQ(manifest.result.evaluated_candidates, 3u);
+  EXPECT_GT(manifest.result.winner.oracle.compared, 0u);
+  EXPECT_EQ(manifest.result.winner.oracle.mismatch_count, 0u);
+  EXPECT_EQ(outcome->certification.verdict, Verdict::kCertified);
+  EXPECT_EQ(outcome->certification.schedule, manifest.result.winner.schedule);
+  EXPECT_EQ(manifest.context.problem_size, 50000u);
+  EXPECT_EQ(manifest.context.topology_hash, device.adapter().topology_hash);
+  ASSERT_TRUE(manifest.context.baseline.has_value());
+  EXPECT_EQ(manifest.context.baseline->schedule, gather.default_schedule());
+  EXPECT_EQ(manifest.result.winner.timing.source, TimingSource::kGpuTimestamp);
+  ASSERT_TRUE(cache.store_certification(outcome->certification).ok());
+  ASSERT_TRUE(cache.store_tuning_for_topology(device.adapter().topology_hash, "gather_f32", manifest).ok());
+  EXPECT_EQ(cache.load_tuning_for_topology(device.adapter().topology_hash, "gather_f32").value(),
+            std::optional(manifest));
+}
+
+// auto-tune-all twice, a damaged entry, a re-tune of one kernel, and the start-up entry point on
+// the tuned cache. One test, because tuning the whole catalog is the expensive part.
+TEST_F(ForgeCliTest, AutoTuneAllTwiceThenADamagedEntryThenStartUp) {
+  CommandResult first = run_cli("auto-tune-all --budget 1 --json " + cache_flag());
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  nlohmann::json report = nlohmann::json::parse(first.output);
+  ASSERT_EQ(report["kernels"].size(), kernels::builtin_kernels().size());
+  for (const auto& row : report["kernels"]) {
+    EXPECT_EQ(row["status"], "tuned") << row.dump();
+    EXPECT_GT(row["certified_cases"].get<int>(), 0) << row.dump();
+  }
+
+  CommandResult second = run_cli("auto-tune-all --budget 1 --json " + cache_flag());
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  for (const auto& row : nlohmann::json::parse(second.output)["kernels"]) {
+    EXPECT_EQ(row["status"], "cached") << "the second run tuned " << row.dump();
+  }
+
+  // Damage gather_f32's tuning entry: verify names it, auto-tune-all reports it and goes on.
+  gpu::Device& device = testing::shared_device();
+  const std::string key = ManifestCache::topology_key(device.adapter().topology_hash, "gather_f32");
+  const fs::path entry = temp_.path() / "cache" / ("tuning-" + key + ".json");
+  ASSERT_TRUE(fs::exists(entry));
+  std::string bytes = testing::read_text(entry);
+  testing::write_text(entry, bytes.substr(0, bytes.size() / 2));
+  CommandResult verify = run_cli("cache verify " + cache_flag());
+  EXPECT_EQ(verify.exit_code, 1) << verify.output;
+  EXPECT_NE(verify.output.find("corrupt  " + entry.string()), std::string::npos) << verify.output;
+  CommandResult third = run_cli("auto-tune-all --budget 1 " + cache_flag());
+  EXPECT_EQ(third.exit_code, 3) << third.output;
+  EXPECT_NE(third.output.find("gather_f32: Cache entry " + entry.string() + " is corrupt"),
+            std::string::npos) << third.output;
+  EXPECT_NE(third.output.find("affine_f32            cached"), std::string::npos) << third.output;
+
+  // An explicit tune replaces the damaged entry.
+  CommandResult retuned = run_cli("tune gather_f32 --budget 1 --size 20000 " + cache_flag());
+  EXPECT_EQ(retuned.exit_code, 0) << retuned.output;
+  EXPECT_EQ(run_cli("cache verify " + cache_flag()).exit_code, 0);
+
+  // Start-up: the library hands out the tuned schedule and runs it on the caller's buffers.
+  ManifestCache cache(temp_.path() / "cache");
+  forge::KernelLibrary library(device, cache);
+  Result<forge::KernelLibrary::ReadyKernel> ready = library.load("affine_f32");
+  ASSERT_TRUE(ready.ok()) << ready.error().to_string();
+  EXPECT_TRUE(ready->tuned) << ready->origin;
+  auto stored = cache.load_tuning_for_topology(device.adapter().topology_hash, "affine_f32").value();
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ(ready->prepared.generated().schedule, stored->result.winner.schedule);
+
+  std::mt19937_64 random(testing::test_seed());
+  kernels::Problem problem;
+  problem.elements = 4099;
+  problem.a = -3.0f;
+  problem.b = 0.25f;
+  std::vector<float> x(problem.elements);
+  for (float& value : x) value = std::uniform_real_distribution<float>(-10, 10)(random);
+  auto x_buffer = device.create_buffer(4112 * 4, gpu::BufferUsage::kStorage, "caller x").value();
+  auto y_buffer = device.create_buffer(4112 * 4, gpu::BufferUsage::kStorage, "caller y").value();
+  ASSERT_TRUE(device.write_buffer(x_buffer, 0, testing::as_bytes_of(x)).ok());
+  auto bound = ready->prepared.bind(problem, {{"x", &x_buffer}, {"y", &y_buffer}});
+  ASSERT_TRUE(bound.ok()) << bound.error().to_string();
+  ASSERT_TRUE(ready->prepared.execute(**bound).ok());
+  auto y = testing::values_from_bytes<float>(device.read_buffer(y_buffer, 0, 4099 * 4).value());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    EXPECT_NEAR(y[i], -3.0f * x[i] + 0.25f, 1e-5f * (1 + std::abs(x[i]))) << i;
+  }
+}
+
+TEST(KernelLibraryTest, UntunedKernelsRunWithTheDefaultScheduleAndSaySo) {
+  testing::TempDir temp;
+  forge::KernelLibrary library(testing::shared_device(), ManifestCache(temp.path()));
+  Result<forge::KernelLibrary::ReadyKernel> ready = library.load("scan_exclusive_u32");
+  ASSERT_TRUE(ready.ok()) << ready.error().to_string();
+  EXPECT_FALSE(ready->tuned);
+  EXPECT_NE(ready->origin.find("not tuned for this adapter yet (run wgsl-forge auto-tune-all)"),
+            std::string::npos);
+  EXPECT_EQ(ready->prepared.generated().schedule, ready->definition->default_schedule());
+  EXPECT_EQ(library.load("no_such_kernel").error().kind(), ErrorKind::kInvalidInput);
+
+  // A caller's buffer smaller than the plan needs is refused before anything runs.
+  auto small = testing::shared_device().create_buffer(16, gpu::BufferUsage::kStorage, "small").value();
+  kernels::Problem problem;
+  problem.elements = 1000;
+  auto bound = ready->prepared.bind(problem, {{"x", &small}});
+  ASSERT_FALSE(bound.ok());
+  EXPECT_NE(bound.error().message().find("Buffer x holds 16 bytes; the plan needs 4000."),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace wgsl_forge
