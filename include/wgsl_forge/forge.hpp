@@ -108,6 +108,30 @@ AutoTuneRow tune_and_store(gpu::Device& device, const ManifestCache& cache,
 std::vector<AutoTuneRow> auto_tune_all(gpu::Device& device, const ManifestCache& cache,
                                        const AutoTuneOptions& options);
 
+// The adapter's copy ceiling for `bytes` moved (half read, half written): the fastest of a few
+// vectorised copy kernels.
+struct CopyCeiling {
+  double median_ns = 0;
+  std::uint64_t bytes = 0;
+  std::string description;
+};
+Result<CopyCeiling> measure_copy_ceiling(gpu::Device& device, std::uint64_t bytes,
+                                         const gpu::TimingOptions& timing);
+
+// One kernel's tuned schedule (from the cache, when tuned for this topology) and default schedule,
+// timed at `problem` on the same inputs.
+struct BenchRow {
+  std::string kernel_id;
+  kernels::Problem problem;
+  std::optional<Schedule> tuned_schedule;
+  std::optional<TimingSummary> tuned;
+  Schedule default_schedule;
+  TimingSummary default_timing;
+};
+Result<BenchRow> bench_kernel(gpu::Device& device, const ManifestCache& cache,
+                              const kernels::KernelDefinition& kernel,
+                              const kernels::Problem& problem, const gpu::TimingOptions& timing);
+
 // What a database calls at start-up: the tuned kernels of this adapter, ready to run.
 class KernelLibrary {
  public:

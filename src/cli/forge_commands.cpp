@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -302,6 +303,119 @@ int run_auto_tune(const GlobalOptions& options, const TuneArguments& arguments,
   return failed ? kExitRuntime : kExitOk;
 }
 
+struct BenchArguments {
+  std::vector<std::string> kernels;
+  std::uint64_t size = 0;
+  std::uint32_t samples = 20;
+  bool json = false;
+};
+
+int run_bench(const GlobalOptions& options, const BenchArguments& arguments) {
+  std::vector<const kernels::KernelDefinition*> selected;
+  for (const std::string& id : arguments.kernels) {
+    Result<const kernels::KernelDefinition*> kernel = kernels::find_kernel(id);
+    if (!kernel) return report_error(kernel.error());
+    selected.push_back(*kernel);
+  }
+  if (selected.empty()) selected = kernels::builtin_kernels();
+  Result<ManifestCache> cache = open_cache(options);
+  if (!cache) return report_error(cache.error());
+  Result<std::unique_ptr<gpu::Device>> device = open_device(options);
+  if (!device) return report_error(device.error());
+  const bool cpu = (*device)->adapter().identity.device_type == "Cpu";
+  gpu::TimingOptions timing;
+  timing.samples = arguments.samples;
+  std::map<std::uint64_t, forge::CopyCeiling> ceilings;
+  nlohmann::json rows = nlohmann::json::array();
+  if (!arguments.json) {
+    const gpu::AdapterInfo& adapter = (*device)->adapter();
+    std::printf("adapter %s (%s %s), topology %s\n", adapter.identity.name.c_str(),
+                adapter.identity.driver.c_str(), adapter.identity.driver_info.c_str(),
+                adapter.topology_hash.substr(0, 16).c_str());
+    std::printf("%-21s %-22s %11s %13s %11s %13s %9s %7s\n", "kernel", "problem", "tuned",
+                "tuned rate", "default", "default rate", "of copy", "gain");
+  }
+  for (const kernels::KernelDefinition* kernel : selected) {
+    kernels::Problem problem = kernel->tuning_problem(cpu);
+    if (arguments.size != 0) {
+      if (problem.m != 0)
+        problem.m = problem.n = problem.k = static_cast<std::uint32_t>(arguments.size);
+      else
+        problem.elements = arguments.size;
+    }
+    Result<forge::BenchRow> row = forge::bench_kernel(**device, *cache, *kernel, problem, timing);
+    if (!row) return report_error(row.error());
+    const kernels::WorkAmount work = kernel->work(problem);
+    if (!ceilings.count(work.bytes)) {
+      Result<forge::CopyCeiling> ceiling =
+          forge::measure_copy_ceiling(**device, work.bytes, timing);
+      if (!ceiling) return report_error(ceiling.error());
+      ceilings[work.bytes] = *ceiling;
+    }
+    const forge::CopyCeiling& ceiling = ceilings[work.bytes];
+    const double ceiling_rate = static_cast<double>(ceiling.bytes) / ceiling.median_ns;
+    const double best_ns = row->tuned ? row->tuned->median_ns : row->default_timing.median_ns;
+    auto [tuned_rate, unit] =
+        forge::throughput(*kernel, problem, row->tuned ? row->tuned->median_ns : 0);
+    auto [default_rate, default_unit] =
+        forge::throughput(*kernel, problem, row->default_timing.median_ns);
+    const double bytes_rate = static_cast<double>(work.bytes) / best_ns;
+    const double fraction = bytes_rate / ceiling_rate;
+    nlohmann::json json = {{"kernel", kernel->id()},
+                           {"problem", problem.to_string()},
+                           {"bytes_moved", work.bytes},
+                           {"flops", work.flops},
+                           {"unit", unit},
+                           {"default_schedule", row->default_schedule.to_string()},
+                           {"default_median_ns", row->default_timing.median_ns},
+                           {"default_rate", default_rate},
+                           {"copy_ceiling_gbps", ceiling_rate},
+                           {"copy_ceiling_kernel", ceiling.description},
+                           {"fraction_of_copy_ceiling", fraction},
+                           {"timing_source", timing_source_name(row->default_timing.source)}};
+    if (row->tuned) {
+      json["tuned_schedule"] = row->tuned_schedule->to_string();
+      json["tuned_median_ns"] = row->tuned->median_ns;
+      json["tuned_rate"] = tuned_rate;
+      json["speedup_over_default"] = row->default_timing.median_ns / row->tuned->median_ns;
+    }
+    rows.push_back(json);
+    if (!arguments.json) {
+      char gain[16] = "-";
+      if (row->tuned)
+        std::snprintf(gain, sizeof gain, "%.2fx",
+                      row->default_timing.median_ns / row->tuned->median_ns);
+      char tuned_text[32] = "(not tuned)";
+      if (row->tuned)
+        std::snprintf(tuned_text, sizeof tuned_text, "%.1f %s", tuned_rate, unit.c_str());
+      char default_text[32];
+      std::snprintf(default_text, sizeof default_text, "%.1f %s", default_rate,
+                    default_unit.c_str());
+      std::printf("%-21s %-22s %11s %13s %11s %13s %8.0f%% %7s\n",
+                  std::string(kernel->id()).c_str(), problem.to_string().c_str(),
+                  row->tuned ? format_time(row->tuned->median_ns).c_str() : "-", tuned_text,
+                  format_time(row->default_timing.median_ns).c_str(), default_text, 100 * fraction,
+                  gain);
+    }
+  }
+  if (arguments.json) {
+    std::cout << nlohmann::json{{"adapter", (*device)->adapter().identity.name},
+                                {"driver", (*device)->adapter().identity.driver_info},
+                                {"topology_hash", (*device)->adapter().topology_hash},
+                                {"library_blake3", (*device)->adapter().library_blake3},
+                                {"kernels", rows}}
+                     .dump(2)
+              << "\n";
+  } else {
+    for (const auto& [bytes, ceiling] : ceilings) {
+      std::printf(
+          "copy ceiling for %llu bytes: %.1f GB/s (%s)\n", static_cast<unsigned long long>(bytes),
+          static_cast<double>(ceiling.bytes) / ceiling.median_ns, ceiling.description.c_str());
+    }
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 void add_forge_commands(CLI::App& app, const GlobalOptions& options, std::function<int()>& run) {
@@ -334,6 +448,19 @@ void add_forge_commands(CLI::App& app, const GlobalOptions& options, std::functi
       if (!kernel) return report_error(kernel.error());
       return run_auto_tune(options, *tune_arguments, {*kernel});
     };
+  });
+
+  auto bench_arguments = std::make_shared<BenchArguments>();
+  CLI::App* bench = app.add_subcommand(
+      "bench", "Time tuned and default schedules against the adapter's copy ceiling");
+  bench->add_option("KERNEL", bench_arguments->kernels, "Kernel ids (default: all)");
+  bench->add_option("--size", bench_arguments->size,
+                    "Problem size: elements (GEMM: m = n = k); default: the kernel's tuning size");
+  bench->add_option("--samples", bench_arguments->samples, "Samples per measurement (default 20)")
+      ->check(CLI::Range(1u, 2000u));
+  bench->add_flag("--json", bench_arguments->json, "Print JSON");
+  bench->callback([&run, &options, bench_arguments] {
+    run = [&options, bench_arguments] { return run_bench(options, *bench_arguments); };
   });
 
   auto all_arguments = std::make_shared<TuneArguments>();

@@ -1,0 +1,130 @@
+// bench: tuned and default schedules of builtin kernels against the adapter's copy ceiling.
+//
+// The ceiling is the best of a few vectorised copy kernels (vec4 loads and stores, a capped
+// grid with a grid-stride loop) moving the same number of bytes as the kernel must move
+// (half read, half written); a kernel at 100 % moves its bytes as fast as this adapter copies.
+
+#include <algorithm>
+
+#include "wgsl_forge/forge.hpp"
+
+namespace wgsl_forge::forge {
+
+namespace {
+
+std::string copy_wgsl(std::uint32_t workgroup_size) {
+  const std::string wg = std::to_string(workgroup_size);
+  return "struct Params { vectors: u32, invocations: u32 }\n"
+         "@group(0) @binding(0) var<uniform> params: Params;\n"
+         "@group(0) @binding(1) var<storage, read> x: array<vec4u>;\n"
+         "@group(0) @binding(2) var<storage, read_write> y: array<vec4u>;\n"
+         "@compute @workgroup_size(" +
+         wg +
+         ")\n"
+         "fn copy(@builtin(global_invocation_id) id: vec3u, @builtin(num_workgroups) n: vec3u) {\n"
+         "  for (var i = id.x + id.y * n.x * " +
+         wg +
+         "u; i < params.vectors; i += params.invocations) {\n"
+         "    y[i] = x[i];\n"
+         "  }\n"
+         "}\n";
+}
+
+}  // namespace
+
+Result<CopyCeiling> measure_copy_ceiling(gpu::Device& device, std::uint64_t bytes,
+                                         const gpu::TimingOptions& timing) {
+  const std::uint64_t vectors = std::max<std::uint64_t>(1, bytes / 2 / 16);
+  Result<gpu::Buffer> x = device.create_buffer(vectors * 16, gpu::BufferUsage::kStorage, "copy x");
+  if (!x) return std::move(x).error();
+  Result<gpu::Buffer> y = device.create_buffer(vectors * 16, gpu::BufferUsage::kStorage, "copy y");
+  if (!y) return std::move(y).error();
+  Result<gpu::Buffer> params = device.create_buffer(16, gpu::BufferUsage::kUniform, "copy params");
+  if (!params) return std::move(params).error();
+  std::vector<KernelBinding> bindings = {{0, 0, BindingKind::kUniform, "params"},
+                                         {0, 1, BindingKind::kStorageRead, "x"},
+                                         {0, 2, BindingKind::kStorageReadWrite, "y"}};
+  CopyCeiling best;
+  for (std::uint32_t workgroup_size : {128u, 256u}) {
+    Result<gpu::ComputePipeline> pipeline =
+        device.create_compute_pipeline(copy_wgsl(workgroup_size), "copy", bindings, "copy");
+    if (!pipeline) return std::move(pipeline).error();
+    for (std::uint64_t cap : {4096ull, 8192ull, 16384ull, 65535ull}) {
+      const std::uint64_t workgroups =
+          std::min<std::uint64_t>(cap, (vectors + workgroup_size - 1) / workgroup_size);
+      Result<gpu::WorkgroupGrid> grid = gpu::plan_workgroup_grid(
+          workgroups, device.adapter().limits.max_compute_workgroups_per_dimension);
+      if (!grid) return std::move(grid).error();
+      const std::uint32_t words[4] = {static_cast<std::uint32_t>(vectors),
+                                      static_cast<std::uint32_t>(grid->count() * workgroup_size), 0,
+                                      0};
+      if (Status written = device.write_buffer(*params, 0, std::as_bytes(std::span(words)));
+          !written) {
+        return std::move(written).error();
+      }
+      gpu::BufferBinding bound[3];
+      bound[0].binding = 0;
+      bound[0].buffer = &*params;
+      bound[1].binding = 1;
+      bound[1].buffer = &*x;
+      bound[2].binding = 2;
+      bound[2].buffer = &*y;
+      Result<gpu::BindGroup> group = device.create_bind_group(*pipeline, bound);
+      if (!group) return std::move(group).error();
+      gpu::DispatchStep step{&*pipeline, &*group, *grid};
+      Result<gpu::TimedRun> timed = device.time(std::span(&step, 1), timing);
+      if (!timed) return std::move(timed).error();
+      if (best.median_ns == 0 || timed->summary.median_ns < best.median_ns) {
+        best.median_ns = timed->summary.median_ns;
+        best.bytes = vectors * 16 * 2;
+        best.description = "vec4 copy, workgroup " + std::to_string(workgroup_size) + ", " +
+                           std::to_string(grid->count()) + " workgroups";
+      }
+    }
+  }
+  return best;
+}
+
+Result<BenchRow> bench_kernel(gpu::Device& device, const ManifestCache& cache,
+                              const kernels::KernelDefinition& kernel,
+                              const kernels::Problem& problem, const gpu::TimingOptions& timing) {
+  BenchRow row;
+  row.kernel_id = std::string(kernel.id());
+  row.problem = problem;
+  const kernels::DeviceCapabilities capabilities = capabilities_of(device.adapter());
+  Result<std::optional<TuningManifest>> tuned =
+      cache.load_tuning_for_topology(device.adapter().topology_hash, kernel.id());
+  if (!tuned) return std::move(tuned).error();
+  std::vector<std::pair<std::string, Schedule>> schedules = {
+      {"default", kernel.default_schedule()}};
+  if (tuned->has_value() && (*tuned)->kernel_revision == kernel.revision()) {
+    schedules.insert(schedules.begin(), {"tuned", (*tuned)->result.winner.schedule});
+  }
+  const std::vector<kernels::CaseSpec> specs = kernel.certification_cases();
+  kernels::CaseInputs inputs =
+      kernel.make_inputs({"bench", problem, specs.front().value_profile}, 0x5eed);
+  for (const auto& [label, schedule] : schedules) {
+    Result<GeneratedKernel> generated =
+        kernels::generate_builtin(kernel, schedule, TargetBackend::kWgsl, capabilities);
+    if (!generated) return std::move(generated).error();
+    Result<PreparedKernel> prepared = PreparedKernel::prepare(device, kernel, *generated);
+    if (!prepared) return std::move(prepared).error();
+    Result<std::unique_ptr<BoundPlan>> bound = prepared->bind(inputs.problem);
+    if (!bound) return std::move(bound).error();
+    if (Status loaded = prepared->load_inputs(**bound, inputs.buffers); !loaded) {
+      return std::move(loaded).error();
+    }
+    Result<gpu::TimedRun> timed = device.time((*bound)->steps(), timing);
+    if (!timed) return std::move(timed).error();
+    if (label == "tuned") {
+      row.tuned_schedule = schedule;
+      row.tuned = timed->summary;
+    } else {
+      row.default_schedule = schedule;
+      row.default_timing = timed->summary;
+    }
+  }
+  return row;
+}
+
+}  // namespace wgsl_forge::forge
