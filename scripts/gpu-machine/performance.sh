@@ -3,8 +3,11 @@
 # and the PyTorch peers in the same session, joined into one table (docs/performance.md's
 # source). Results go to $OUT (or build/gpu-machine); the cache persists in build/gpu-cache.
 #
-#   performance.sh tune [BUDGET]      certify and tune every kernel (default budget 8)
-#   performance.sh bench              bench + peers + table
+#   performance.sh tune [BUDGET] [SECONDS]   certify and tune each kernel in turn (default budget
+#                                            8), printing each row as it is done; stops starting
+#                                            new kernels after SECONDS (default: no limit)
+#   performance.sh bench                     bench + peers + table
+#   performance.sh all [BUDGET] [SECONDS]    tune, then bench
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo_root"
@@ -17,13 +20,24 @@ if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f "$nvidia_icd" ]; then export VK_DRIVER_
 out="${OUT:-$repo_root/build/gpu-machine}"
 mkdir -p "$out"
 forge="build/release/src/wgsl-forge --cache build/gpu-cache"
+tune_all() {
+  local budget="${1:-8}" limit="${2:-0}" start=$SECONDS kernel
+  for kernel in $(build/release/src/wgsl-forge kernels --json | python3 -c \
+      'import json, sys; print(" ".join(k["id"] for k in json.load(sys.stdin)))'); do
+    if [ "$limit" -gt 0 ] && [ $((SECONDS - start)) -gt "$limit" ]; then
+      echo "not tuned (time limit): $kernel"
+      continue
+    fi
+    $forge tune "$kernel" --budget "$budget" 2>&1 | tail -1
+  done 2>&1 | tee "$out/tune.txt"
+}
+bench() {
+  $forge bench --json > "$out/forge-bench.json"
+  python3 bench/peers.py > "$out/peers.json"
+  python3 bench/compare.py "$out/forge-bench.json" "$out/peers.json" | tee "$out/performance-table.md"
+}
 case "${1:-bench}" in
-  tune)
-    $forge auto-tune-all --budget "${2:-8}" 2>&1 | tee "$out/auto-tune-all.txt"
-    ;;
-  bench)
-    $forge bench --json > "$out/forge-bench.json"
-    python3 bench/peers.py > "$out/peers.json"
-    python3 bench/compare.py "$out/forge-bench.json" "$out/peers.json" | tee "$out/performance-table.md"
-    ;;
+  tune) tune_all "${2:-8}" "${3:-0}" ;;
+  bench) bench ;;
+  all) tune_all "${2:-8}" "${3:-0}" && bench ;;
 esac

@@ -28,8 +28,10 @@ std::size_t certified_cases(gpu::Device& device, const ManifestCache& cache,
 Result<std::filesystem::path> store_certification_evidence(const ManifestCache& cache,
                                                            const CertificationManifest& manifest) {
   Result<std::filesystem::path> stored = cache.store_certification(manifest);
-  if (stored || stored.error().kind() != ErrorKind::kCollision || !manifest.cache_key) return stored;
-  Result<std::optional<CertificationManifest>> earlier = cache.load_certification(*manifest.cache_key);
+  if (stored || stored.error().kind() != ErrorKind::kCollision || !manifest.cache_key)
+    return stored;
+  Result<std::optional<CertificationManifest>> earlier =
+      cache.load_certification(*manifest.cache_key);
   if (!earlier) return std::move(earlier).error();
   if (!earlier->has_value() || (*earlier)->verdict != manifest.verdict) return stored;
   return cache.path_for(ManifestKind::kCertification, *manifest.cache_key);

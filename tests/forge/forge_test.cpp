@@ -30,7 +30,8 @@ CommandResult run_cli(const std::string& arguments) {
   CommandResult result;
   if (pipe == nullptr) return result;
   char buffer[4096];
-  while (std::size_t count = std::fread(buffer, 1, sizeof buffer, pipe)) result.output.append(buffer, count);
+  while (std::size_t count = std::fread(buffer, 1, sizeof buffer, pipe))
+    result.output.append(buffer, count);
   int status = ::pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
@@ -61,7 +62,8 @@ class ForgeCliTest : public ::testing::Test {
 
 TEST_F(ForgeCliTest, CertifyAcceptsTheGeneratedSourceAndStoresEvidence) {
   fs::path source = write("affine.wgsl", default_affine_wgsl());
-  CommandResult result = run_cli("certify affine_f32 --source " + source.string() + " " + cache_flag());
+  CommandResult result =
+      run_cli("certify affine_f32 --source " + source.string() + " " + cache_flag());
   EXPECT_EQ(result.exit_code, 0) << result.output;
   EXPECT_NE(result.output.find(": certified ("), std::string::npos) << result.output;
   CommandResult listed = run_cli("cache list " + cache_flag());
@@ -70,10 +72,10 @@ TEST_F(ForgeCliTest, CertifyAcceptsTheGeneratedSourceAndStoresEvidence) {
 
 TEST_F(ForgeCliTest, HandBrokenSourcesAreRejectedWithTheirFirstMismatch) {
   // An off-by-one bound (the last vector is never written) and a wrong constant.
-  const std::string off_by_one =
-      replace_once(default_affine_wgsl(), "if (i < params.vectors)", "if (i + 1u < params.vectors)");
-  const std::string wrong_constant =
-      replace_once(default_affine_wgsl(), "params.a * x[i] + params.b", "params.a * x[i] + params.b + 0.5");
+  const std::string off_by_one = replace_once(default_affine_wgsl(), "if (i < params.vectors)",
+                                              "if (i + 1u < params.vectors)");
+  const std::string wrong_constant = replace_once(
+      default_affine_wgsl(), "params.a * x[i] + params.b", "params.a * x[i] + params.b + 0.5");
   for (const std::string& broken : {off_by_one, wrong_constant}) {
     fs::path source = write("broken.wgsl", broken);
     CommandResult result =
@@ -105,13 +107,15 @@ TEST_F(ForgeCliTest, BadSourcesAndSchedulesAreBadInput) {
   for (const Case& one : cases) {
     CommandResult result = run_cli(one.arguments + " " + cache_flag());
     EXPECT_EQ(result.exit_code, 2) << one.arguments << "\n" << result.output;
-    EXPECT_NE(result.output.find(one.message), std::string::npos) << one.arguments << "\n" << result.output;
+    EXPECT_NE(result.output.find(one.message), std::string::npos) << one.arguments << "\n"
+                                                                  << result.output;
   }
   // The compile error of a user's WGSL points at the line and column.
-  CommandResult invalid = run_cli("certify affine_f32 --source " +
-                                  write("invalid.wgsl", "fn main() {\n  let x = ;\n}\n").string() +
-                                  " " + cache_flag());
-  EXPECT_NE(invalid.output.find("affine_f32.affine:2:11: error:"), std::string::npos) << invalid.output;
+  CommandResult invalid =
+      run_cli("certify affine_f32 --source " +
+              write("invalid.wgsl", "fn main() {\n  let x = ;\n}\n").string() + " " + cache_flag());
+  EXPECT_NE(invalid.output.find("affine_f32.affine:2:11: error:"), std::string::npos)
+      << invalid.output;
 }
 
 TEST(TuneTest, StoresAManifestWhoseWinnerIsCertified) {
@@ -139,7 +143,8 @@ TEST(TuneTest, StoresAManifestWhoseWinnerIsCertified) {
   EXPECT_EQ(manifest.context.baseline->schedule, gather.default_schedule());
   EXPECT_EQ(manifest.result.winner.timing.source, TimingSource::kGpuTimestamp);
   ASSERT_TRUE(cache.store_certification(outcome->certification).ok());
-  ASSERT_TRUE(cache.store_tuning_for_topology(device.adapter().topology_hash, "gather_f32", manifest).ok());
+  ASSERT_TRUE(
+      cache.store_tuning_for_topology(device.adapter().topology_hash, "gather_f32", manifest).ok());
   EXPECT_EQ(cache.load_tuning_for_topology(device.adapter().topology_hash, "gather_f32").value(),
             std::optional(manifest));
 }
@@ -175,7 +180,8 @@ TEST_F(ForgeCliTest, AutoTuneAllTwiceThenADamagedEntryThenStartUp) {
   CommandResult third = run_cli("auto-tune-all --budget 1 " + cache_flag());
   EXPECT_EQ(third.exit_code, 3) << third.output;
   EXPECT_NE(third.output.find("gather_f32: Cache entry " + entry.string() + " is corrupt"),
-            std::string::npos) << third.output;
+            std::string::npos)
+      << third.output;
   EXPECT_NE(third.output.find("affine_f32            cached"), std::string::npos) << third.output;
 
   // An explicit tune replaces the damaged entry.
@@ -189,7 +195,8 @@ TEST_F(ForgeCliTest, AutoTuneAllTwiceThenADamagedEntryThenStartUp) {
   Result<forge::KernelLibrary::ReadyKernel> ready = library.load("affine_f32");
   ASSERT_TRUE(ready.ok()) << ready.error().to_string();
   EXPECT_TRUE(ready->tuned) << ready->origin;
-  auto stored = cache.load_tuning_for_topology(device.adapter().topology_hash, "affine_f32").value();
+  auto stored =
+      cache.load_tuning_for_topology(device.adapter().topology_hash, "affine_f32").value();
   ASSERT_TRUE(stored.has_value());
   EXPECT_EQ(ready->prepared.generated().schedule, stored->result.winner.schedule);
 
@@ -224,7 +231,8 @@ TEST(KernelLibraryTest, UntunedKernelsRunWithTheDefaultScheduleAndSaySo) {
   EXPECT_EQ(library.load("no_such_kernel").error().kind(), ErrorKind::kInvalidInput);
 
   // A caller's buffer smaller than the plan needs is refused before anything runs.
-  auto small = testing::shared_device().create_buffer(16, gpu::BufferUsage::kStorage, "small").value();
+  auto small =
+      testing::shared_device().create_buffer(16, gpu::BufferUsage::kStorage, "small").value();
   kernels::Problem problem;
   problem.elements = 1000;
   auto bound = ready->prepared.bind(problem, {{"x", &small}});
