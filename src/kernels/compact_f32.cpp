@@ -104,18 +104,7 @@ class CompactF32 final : public KernelDefinition {
   std::string tolerance() const override { return "exact (count and kept bits)"; }
 
   std::vector<CaseSpec> certification_cases() const override {
-    std::vector<CaseSpec> cases;
-    for (std::uint64_t n : edge_sizes(256, 1024)) {
-      for (const char* profile : {"uniform", "specials"}) {
-        Problem problem;
-        problem.elements = n;
-        cases.push_back({"n=" + std::to_string(n) + " " + profile, problem, profile});
-      }
-    }
-    Problem many;
-    many.elements = many_workgroups_size(1024, 4, 128u << 20);
-    cases.push_back({"many-workgroups n=" + std::to_string(many.elements), many, "uniform"});
-    return cases;
+    return element_cases(256, 1024, {"uniform", "specials"}, 1024);
   }
 
   CaseInputs make_inputs(const CaseSpec& spec, std::uint64_t seed) const override {
@@ -153,9 +142,7 @@ class CompactF32 final : public KernelDefinition {
   WorkAmount work(const Problem& problem) const override { return {6 * problem.elements, 0}; }
 
   Problem tuning_problem(bool cpu_adapter) const override {
-    Problem problem;
-    problem.elements = cpu_adapter ? (1u << 20) : (1u << 28);
-    return problem;
+    return elements_problem(tuning_elements(cpu_adapter));
   }
 };
 

@@ -200,8 +200,7 @@ class HistogramU32 final : public KernelDefinition {
   WorkAmount work(const Problem& problem) const override { return {4 * problem.elements, 0}; }
 
   Problem tuning_problem(bool cpu_adapter) const override {
-    Problem problem;
-    problem.elements = cpu_adapter ? (1u << 20) : (1u << 28);
+    Problem problem = elements_problem(tuning_elements(cpu_adapter));
     problem.bins = 256;
     return problem;
   }

@@ -157,6 +157,31 @@ std::uint64_t many_workgroups_size(std::uint64_t tile, std::uint64_t element_byt
   return std::min(wanted, fits);
 }
 
+std::vector<CaseSpec> element_cases(std::uint64_t workgroup, std::uint64_t tile,
+                                    const std::vector<std::string>& profiles,
+                                    std::uint64_t many_tile) {
+  std::vector<CaseSpec> cases;
+  for (std::uint64_t n : edge_sizes(workgroup, tile)) {
+    for (const std::string& profile : profiles) {
+      cases.push_back({"n=" + std::to_string(n) + " " + profile, elements_problem(n), profile});
+    }
+  }
+  const std::uint64_t many = many_workgroups_size(many_tile, 4, 128u << 20);
+  cases.push_back(
+      {"many-workgroups n=" + std::to_string(many), elements_problem(many), profiles.front()});
+  return cases;
+}
+
+Problem elements_problem(std::uint64_t n) {
+  Problem problem;
+  problem.elements = n;
+  return problem;
+}
+
+std::uint64_t tuning_elements(bool cpu_adapter) {
+  return cpu_adapter ? std::uint64_t{1} << 20 : std::uint64_t{1} << 28;
+}
+
 const char* const kLinearWorkgroupWgsl = R"(
 fn linear_workgroup(id: vec3u, count: vec3u) -> u32 {
   return id.x + id.y * count.x;

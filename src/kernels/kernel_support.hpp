@@ -61,6 +61,18 @@ std::vector<std::uint64_t> edge_sizes(std::uint64_t workgroup, std::uint64_t til
 std::uint64_t many_workgroups_size(std::uint64_t tile, std::uint64_t element_bytes,
                                    std::uint64_t max_binding);
 
+// Certification cases of an element-wise kernel: every edge size around `workgroup` and `tile`
+// with every profile, then "many-workgroups": a size needing more than 65535 workgroups of
+// `many_tile` elements (first profile).
+std::vector<CaseSpec> element_cases(std::uint64_t workgroup, std::uint64_t tile,
+                                    const std::vector<std::string>& profiles,
+                                    std::uint64_t many_tile);
+
+// A problem of n elements; `tuning_elements` gives the default tuning size of element-wise
+// kernels (2^20 on a CPU adapter, 2^28 on a GPU).
+Problem elements_problem(std::uint64_t n);
+std::uint64_t tuning_elements(bool cpu_adapter);
+
 // WGSL: `fn linear_workgroup(id, count) -> u32`, the linear index of a (possibly 2-D) grid.
 extern const char* const kLinearWorkgroupWgsl;
 // WGSL: f32 <-> order-preserving u32 keys (used for min/max without f32 atomics).

@@ -153,18 +153,11 @@ class Reduce final : public KernelDefinition {
       default:
         profiles = {"uniform", "specials", "constant", "nan"};
     }
-    std::vector<CaseSpec> cases;
-    for (std::uint64_t n : edge_sizes(256, 1024)) {
-      if (n == 0 && (op_ == ReduceOp::kMinF32 || op_ == ReduceOp::kMaxF32)) continue;
-      for (const char* profile : profiles) {
-        Problem problem;
-        problem.elements = n;
-        cases.push_back({"n=" + std::to_string(n) + " " + profile, problem, profile});
-      }
+    std::vector<CaseSpec> cases =
+        element_cases(256, 1024, std::vector<std::string>(profiles.begin(), profiles.end()), 256);
+    if (op_ == ReduceOp::kMinF32 || op_ == ReduceOp::kMaxF32) {
+      std::erase_if(cases, [](const CaseSpec& spec) { return spec.problem.elements == 0; });
     }
-    Problem many;
-    many.elements = many_workgroups_size(256, 4, 128u << 20);
-    cases.push_back({"many-workgroups n=" + std::to_string(many.elements), many, profiles.front()});
     return cases;
   }
 
@@ -253,9 +246,7 @@ class Reduce final : public KernelDefinition {
   WorkAmount work(const Problem& problem) const override { return {4 * problem.elements, 0}; }
 
   Problem tuning_problem(bool cpu_adapter) const override {
-    Problem problem;
-    problem.elements = cpu_adapter ? (1u << 20) : (1u << 28);
-    return problem;
+    return elements_problem(tuning_elements(cpu_adapter));
   }
 
  private:
