@@ -25,8 +25,6 @@ enum class ErrorKind {
   kRuntime,        // the GPU runtime failed (library, adapter, device lost, timeout)
 };
 
-const char* error_kind_name(ErrorKind kind);
-
 class Error {
  public:
   Error(ErrorKind kind, std::string message) : kind_(kind), message_(std::move(message)) {}

@@ -132,7 +132,6 @@ struct TuningResult {
 };
 
 enum class BindingKind { kStorageRead, kStorageReadWrite, kUniform };
-const char* binding_kind_name(BindingKind kind);
 
 struct KernelBinding {
   std::uint32_t group = 0;

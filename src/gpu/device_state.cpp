@@ -122,6 +122,14 @@ Status DeviceState::capture_errors(std::string_view what, const std::function<vo
     return std::move(waited).error().with_context(std::string(what));
   }
   std::vector<std::string> messages = std::move(reply->payload.messages);
+  {
+    // Errors raised outside any scope (by Dawn itself, between our operations) are reported with
+    // the next operation rather than lost.
+    std::lock_guard lock(mutex);
+    for (std::string& uncaptured : uncaptured_errors)
+      messages.push_back("Uncaptured error: " + uncaptured);
+    uncaptured_errors.clear();
+  }
   const ErrorKind kind = reply->payload.validation ? ErrorKind::kValidation : ErrorKind::kRuntime;
   delete reply;
   if (messages.empty()) return Ok{};

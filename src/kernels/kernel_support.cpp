@@ -188,20 +188,6 @@ fn linear_workgroup(id: vec3u, count: vec3u) -> u32 {
 }
 )";
 
-const char* const kFloatKeyWgsl = R"(
-// Order-preserving keys: key(a) < key(b) exactly when a < b, with -0 < +0.
-fn float_key(x: f32) -> u32 {
-  let bits = bitcast<u32>(x);
-  return select(bits | 0x80000000u, ~bits, (bits & 0x80000000u) != 0u);
-}
-fn key_float(key: u32) -> f32 {
-  return bitcast<f32>(select(~key, key & 0x7fffffffu, (key & 0x80000000u) != 0u));
-}
-fn is_nan(x: f32) -> bool {
-  return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
-}
-)";
-
 std::string knob_string(const Schedule& schedule, const char* name) {
   return std::to_string(schedule.get(name).value_or(0));
 }

@@ -75,8 +75,6 @@ std::uint64_t tuning_elements(bool cpu_adapter);
 
 // WGSL: `fn linear_workgroup(id, count) -> u32`, the linear index of a (possibly 2-D) grid.
 extern const char* const kLinearWorkgroupWgsl;
-// WGSL: f32 <-> order-preserving u32 keys (used for min/max without f32 atomics).
-extern const char* const kFloatKeyWgsl;
 
 // Note for all WGSL here: function-scope arrays are always given an explicit initializer
 // (`var a = array<u32, 4>();`). A `var a: array<u32, 4>;` declared inside a loop was seen to keep

@@ -93,18 +93,6 @@ Result<FailureStage> parse_failure_stage(std::string_view name) {
   return parse_enum(name, &failure_stage_name, kAll, "failure stage");
 }
 
-const char* binding_kind_name(BindingKind kind) {
-  switch (kind) {
-    case BindingKind::kStorageRead:
-      return "storage_read";
-    case BindingKind::kStorageReadWrite:
-      return "storage_read_write";
-    case BindingKind::kUniform:
-      return "uniform";
-  }
-  return "unknown";
-}
-
 const char* verdict_name(Verdict verdict) {
   return verdict == Verdict::kCertified ? "certified" : "rejected";
 }
