@@ -6,12 +6,7 @@ set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo_root"
 
-if ! ldconfig -p | grep -q 'libvulkan.so.1'; then
-  for package in .gl/*.deb; do dpkg -x "$package" /; done
-  ldconfig
-fi
-nvidia_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f "$nvidia_icd" ]; then export VK_DRIVER_FILES="$nvidia_icd"; fi
+source scripts/gpu-machine/vulkan-env.sh
 
 out="${OUT:-$repo_root/build/gpu-machine}"
 mkdir -p "$out"

@@ -39,10 +39,7 @@ void print_adapter(const gpu::AdapterInfo& info) {
 }
 
 int run_adapters(const GlobalOptions& options, bool as_json) {
-  gpu::RuntimeOptions runtime;
-  runtime.library_path = options.webgpu_library;
-  runtime.backend = options.backend;
-  Result<std::unique_ptr<gpu::Device>> device = gpu::Device::open(runtime);
+  Result<std::unique_ptr<gpu::Device>> device = open_device(options);
   if (!device) return report_error(device.error());
   if (as_json) {
     std::cout << gpu::adapter_info_json((*device)->adapter());

@@ -12,12 +12,6 @@ namespace wgsl_forge::cli {
 
 namespace {
 
-Result<ManifestCache> open_cache(const GlobalOptions& options) {
-  Result<std::filesystem::path> root = resolve_cache_root(options.cache_dir);
-  if (!root) return std::move(root).error();
-  return ManifestCache(*root);
-}
-
 int run_info(const GlobalOptions& options) {
   Result<ManifestCache> cache = open_cache(options);
   if (!cache) return report_error(cache.error());

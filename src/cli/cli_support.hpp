@@ -2,10 +2,13 @@
 // Shared by the wgsl-forge subcommands: exit codes, error printing, the global options.
 
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 
+#include "wgsl_forge/cache.hpp"
 #include "wgsl_forge/error.hpp"
+#include "wgsl_forge/gpu.hpp"
 
 namespace wgsl_forge::cli {
 
@@ -25,5 +28,9 @@ struct GlobalOptions {
 
 // Prints "wgsl-forge: error: <message and context>" to stderr; returns the exit code of its kind.
 int report_error(const Error& error);
+
+// The device and the cache that the global options (--webgpu-lib, --backend, --cache) name.
+Result<std::unique_ptr<gpu::Device>> open_device(const GlobalOptions& options);
+Result<ManifestCache> open_cache(const GlobalOptions& options);
 
 }  // namespace wgsl_forge::cli

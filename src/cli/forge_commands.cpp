@@ -21,17 +21,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-Result<std::unique_ptr<gpu::Device>> open_device(const GlobalOptions& options) {
-  gpu::RuntimeOptions runtime;
-  runtime.library_path = options.webgpu_library;
-  runtime.backend = options.backend;
-  return gpu::Device::open(runtime);
-}
-
-Result<ManifestCache> open_cache(const GlobalOptions& options) {
-  Result<fs::path> root = resolve_cache_root(options.cache_dir);
-  if (!root) return std::move(root).error();
-  return ManifestCache(*root);
+// The kernel's tuning problem resized by --size: n elements, or m = n = k for GEMM.
+kernels::Problem problem_of_size(const kernels::KernelDefinition& kernel, std::uint64_t size) {
+  kernels::Problem problem = kernel.tuning_problem(false);
+  if (problem.m != 0) {
+    problem.m = problem.n = problem.k = static_cast<std::uint32_t>(size);
+  } else {
+    problem.elements = size;
+  }
+  return problem;
 }
 
 bool is_utf8(const std::string& text) {
@@ -188,16 +186,14 @@ struct TuneArguments {
 
 std::string row_text(const kernels::KernelDefinition& kernel, const TuningManifest& manifest,
                      const char* status, std::size_t certified_cases) {
-  kernels::Problem problem = kernel.tuning_problem(false);
+  // GEMM problems are recorded as m * n * k and tuned square.
+  const bool gemm = kernel.tuning_problem(false).m != 0;
+  const std::uint64_t recorded = manifest.context.problem_size;
+  const kernels::Problem problem = problem_of_size(
+      kernel,
+      gemm ? static_cast<std::uint64_t>(std::llround(std::cbrt(static_cast<double>(recorded))))
+           : recorded);
   const double median = manifest.result.winner.timing.median_ns;
-  if (problem.m != 0) {
-    // GEMM problems are stored as m * n * k; tuning is square.
-    const auto side = static_cast<std::uint32_t>(
-        std::llround(std::cbrt(static_cast<double>(manifest.context.problem_size))));
-    problem.m = problem.n = problem.k = side;
-  } else {
-    problem.elements = manifest.context.problem_size;
-  }
   auto [rate, unit] = forge::throughput(kernel, problem, median);
   char text[512];
   std::optional<double> speedup = manifest.speedup_over_baseline();
@@ -251,12 +247,7 @@ int run_auto_tune(const GlobalOptions& options, const TuneArguments& arguments,
     progress.kernel(index, count);
   };
   if (arguments.size != 0 && only.size() == 1) {
-    kernels::Problem problem = only.front()->tuning_problem(false);
-    if (problem.m != 0)
-      problem.m = problem.n = problem.k = static_cast<std::uint32_t>(arguments.size);
-    else
-      problem.elements = arguments.size;
-    tune_options.tune.problem = problem;
+    tune_options.tune.problem = problem_of_size(*only.front(), arguments.size);
   }
   std::vector<forge::AutoTuneRow> rows = only.empty()
                                              ? forge::auto_tune_all(**device, *cache, tune_options)
@@ -336,13 +327,8 @@ int run_bench(const GlobalOptions& options, const BenchArguments& arguments) {
                 "tuned rate", "default", "default rate", "of copy", "gain");
   }
   for (const kernels::KernelDefinition* kernel : selected) {
-    kernels::Problem problem = kernel->tuning_problem(cpu);
-    if (arguments.size != 0) {
-      if (problem.m != 0)
-        problem.m = problem.n = problem.k = static_cast<std::uint32_t>(arguments.size);
-      else
-        problem.elements = arguments.size;
-    }
+    const kernels::Problem problem = arguments.size != 0 ? problem_of_size(*kernel, arguments.size)
+                                                         : kernel->tuning_problem(cpu);
     Result<forge::BenchRow> row = forge::bench_kernel(**device, *cache, *kernel, problem, timing);
     if (!row) return report_error(row.error());
     const kernels::WorkAmount work = kernel->work(problem);

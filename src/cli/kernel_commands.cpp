@@ -57,10 +57,7 @@ int run_generate(const GlobalOptions& options, const std::string& kernel_id,
   kernels::DeviceCapabilities capabilities;  // WebGPU's default limits
   std::unique_ptr<gpu::Device> device;
   if (!offline) {
-    gpu::RuntimeOptions runtime;
-    runtime.library_path = options.webgpu_library;
-    runtime.backend = options.backend;
-    Result<std::unique_ptr<gpu::Device>> opened = gpu::Device::open(runtime);
+    Result<std::unique_ptr<gpu::Device>> opened = open_device(options);
     if (!opened) {
       return report_error(std::move(opened).error().with_context(
           "checking the schedule against the adapter (--offline checks it against WebGPU's "
