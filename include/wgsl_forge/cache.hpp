@@ -16,14 +16,22 @@
 //   - a missing entry loads as std::nullopt; a file that does not parse, or whose content does not
 //     belong to its key, is a corruption error naming the file;
 //   - topology_key(topology_hash, kernel_id) = BLAKE3(topology_hash + "\0" + kernel_id), hex.
+//
+// Crash safety: a process killed at any point of a store leaves either no entry or the complete
+// one, plus at most its temporary file, which readers never see; remove_stale_temporaries (the
+// `wgsl-forge cache prune` command) deletes those once they are older than any live store. Every
+// file operation goes through a FileSystem (file_system.hpp), so tests fail each one in turn.
 
+#include <chrono>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "wgsl_forge/error.hpp"
+#include "wgsl_forge/file_system.hpp"
 #include "wgsl_forge/model.hpp"
 
 namespace wgsl_forge {
@@ -65,7 +73,9 @@ struct VerifyReport {
 
 class ManifestCache {
  public:
-  explicit ManifestCache(std::filesystem::path root) : root_(std::move(root)) {}
+  explicit ManifestCache(std::filesystem::path root,
+                         std::shared_ptr<FileSystem> files = posix_file_system())
+      : root_(std::move(root)), files_(std::move(files)) {}
 
   const std::filesystem::path& root() const { return root_; }
 
@@ -92,6 +102,13 @@ class ManifestCache {
   // to disk before it returns.
   Result<bool> remove(ManifestKind kind, std::string_view key) const;
 
+  // Deletes the temporary files of writers that are older than `older_than` (by modification
+  // time) and returns their paths. A store finishes its temporary file within milliseconds, so
+  // one that is minutes old belongs to a writer that crashed; a live writer's file is younger.
+  Result<std::vector<std::filesystem::path>> remove_stale_temporaries(
+      std::chrono::seconds older_than = kStaleTemporaryAge) const;
+  static constexpr std::chrono::seconds kStaleTemporaryAge{3600};
+
   // Entries by kind and key, in file name order, without reading them. A missing root is empty.
   Result<std::vector<CacheEntry>> list() const;
   // Reads every file in the root and says which are valid, corrupt, unreadable or foreign.
@@ -101,11 +118,21 @@ class ManifestCache {
   std::filesystem::path path_for(ManifestKind kind, std::string_view key) const;
 
  private:
+  struct Directory {
+    int fd;
+  };
+  // Creates the root if needed and opens it, for the flush that makes a new name durable.
+  Result<Directory> open_root_for_writing() const;
+  // What storing `bytes` under `key` amounts to given what is already there: nullopt when there
+  // is nothing, the path when it holds the same bytes, a collision or corruption error otherwise.
+  std::optional<Result<std::filesystem::path>> compare_with_existing(
+      ManifestKind kind, std::string_view key, const std::string& bytes) const;
   Result<std::filesystem::path> store_bytes(ManifestKind kind, std::string_view key,
                                             const std::string& bytes) const;
   Result<std::optional<std::string>> read_entry(ManifestKind kind, std::string_view key) const;
 
   std::filesystem::path root_;
+  std::shared_ptr<FileSystem> files_;
 };
 
 // Where the cache lives: `explicit_root` (the --cache flag) if given, else $WGSL_FORGE_CACHE,

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <random>
 
+#include "wgsl_forge/file_system.hpp"
 #include "wgsl_forge/hash.hpp"
 #include "wgsl_forge/manifest_json.hpp"
 
@@ -41,23 +42,29 @@ std::string lowercase(std::string_view text) {
 // Closes a descriptor when it leaves scope; the store path closes explicitly to see the error.
 class FileDescriptor {
  public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  FileDescriptor(FileSystem& files, int fd) : files_(&files), fd_(fd) {}
+  FileDescriptor(FileDescriptor&& other) noexcept
+      : files_(other.files_), fd_(std::exchange(other.fd_, -1)) {}
+  FileDescriptor& operator=(FileDescriptor&&) = delete;
   ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
+    if (fd_ >= 0) files_->close(fd_);
   }
   int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
+  // Closes now and reports what close() said (a deferred write error shows up here).
+  int close() {
+    int result = files_->close(std::exchange(fd_, -1));
+    return result == 0 ? 0 : errno;
+  }
 
  private:
+  FileSystem* files_;
   int fd_;
 };
 
-Status write_all(int fd, std::string_view bytes, const fs::path& path) {
+Status write_all(FileSystem& files, int fd, std::string_view bytes, const fs::path& path) {
   std::size_t written = 0;
   while (written < bytes.size()) {
-    ssize_t count = ::write(fd, bytes.data() + written, bytes.size() - written);
+    ssize_t count = files.write(fd, bytes.data() + written, bytes.size() - written);
     if (count < 0 && errno == EINTR) continue;
     if (count < 0) return io_error("write", path, errno);
     if (count == 0) return io_error("write", path, ENOSPC);
@@ -66,23 +73,27 @@ Status write_all(int fd, std::string_view bytes, const fs::path& path) {
   return Ok{};
 }
 
-Status fsync_directory(const fs::path& directory) {
-  FileDescriptor fd(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.get() < 0) return io_error("open directory", directory, errno);
-  if (::fsync(fd.get()) != 0) return io_error("flush directory", directory, errno);
-  return Ok{};
+// mkdir -p through `files`: creates the missing components from the top down. 0 or an errno.
+int make_directories(FileSystem& files, const fs::path& directory) {
+  if (files.mkdir(directory.c_str(), 0755) == 0 || errno == EEXIST) return 0;
+  if (errno != ENOENT || !directory.has_parent_path() || directory.parent_path() == directory) {
+    return errno;
+  }
+  if (int error = make_directories(files, directory.parent_path()); error != 0) return error;
+  if (files.mkdir(directory.c_str(), 0755) == 0 || errno == EEXIST) return 0;
+  return errno;
 }
 
 // Reads a whole file. nullopt when it does not exist; kCorruption when it is not a regular file
 // or is implausibly large; kIo when the system refuses.
-Result<std::optional<std::string>> read_file(const fs::path& path) {
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+Result<std::optional<std::string>> read_file(FileSystem& files, const fs::path& path) {
+  FileDescriptor fd(files, files.open(path.c_str(), O_RDONLY | O_CLOEXEC, 0));
   if (fd.get() < 0) {
     if (errno == ENOENT) return std::optional<std::string>();
     return io_error("open", path, errno);
   }
   struct stat status {};
-  if (::fstat(fd.get(), &status) != 0) return io_error("inspect", path, errno);
+  if (files.fstat(fd.get(), &status) != 0) return io_error("inspect", path, errno);
   if (!S_ISREG(status.st_mode)) {
     return Error(ErrorKind::kCorruption, "Cache entry " + path.string() +
                                              " is not a regular file (a directory or device?).");
@@ -95,7 +106,7 @@ Result<std::optional<std::string>> read_file(const fs::path& path) {
   std::string bytes;
   char buffer[65536];
   while (true) {
-    ssize_t count = ::read(fd.get(), buffer, sizeof buffer);
+    ssize_t count = files.read(fd.get(), buffer, sizeof buffer);
     if (count < 0 && errno == EINTR) continue;
     if (count < 0) return io_error("read", path, errno);
     if (count == 0) break;
@@ -200,13 +211,25 @@ std::string temporary_name(ManifestKind kind, std::string_view key) {
 }
 
 // Moves `from` to `to` unless `to` exists (EEXIST then). renameat2(RENAME_NOREPLACE) where the
-// file system has it, else a hard link (which also refuses to replace) followed by an unlink.
-int move_without_replacing(const fs::path& from, const fs::path& to) {
-  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return 0;
+// file system has it, else a hard link (which also refuses to replace) followed by an unlink; a
+// failed unlink then leaves only a temporary name behind, which readers ignore.
+int move_without_replacing(FileSystem& files, const fs::path& from, const fs::path& to) {
+  if (files.rename_no_replace(from.c_str(), to.c_str()) == 0) return 0;
   if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP) return errno;
-  if (::link(from.c_str(), to.c_str()) != 0) return errno;
-  ::unlink(from.c_str());
+  if (files.link(from.c_str(), to.c_str()) != 0) return errno;
+  files.unlink(from.c_str());
   return 0;
+}
+
+// Writes `bytes` to a new file at `path` and flushes it to disk; on failure the file is gone.
+Status write_temporary(FileSystem& files, const fs::path& path, std::string_view bytes) {
+  FileDescriptor fd(files, files.open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (fd.get() < 0) return io_error("create", path, errno);
+  Status written = write_all(files, fd.get(), bytes, path);
+  if (written && files.fsync(fd.get()) != 0) written = io_error("flush", path, errno);
+  if (int closed = fd.close(); written && closed != 0) written = io_error("close", path, closed);
+  if (!written) files.unlink(path.c_str());
+  return written;
 }
 
 }  // namespace
@@ -323,73 +346,110 @@ Result<std::optional<TuningManifest>> ManifestCache::load_tuning_for_topology(
 Result<std::optional<std::string>> ManifestCache::read_entry(ManifestKind kind,
                                                              std::string_view key) const {
   if (Status valid = validate_cache_key(key); !valid) return std::move(valid).error();
-  return read_file(path_for(kind, key));
+  return read_file(*files_, path_for(kind, key));
+}
+
+Result<ManifestCache::Directory> ManifestCache::open_root_for_writing() const {
+  auto unusable = [&](int error_number) {
+    return Error(ErrorKind::kIo, "Cannot use " + root_.string() + " as the cache directory (" +
+                                     errno_text(error_number) +
+                                     "). Pass --cache DIR or set WGSL_FORGE_CACHE.");
+  };
+  if (int error = make_directories(*files_, root_); error != 0) return unusable(error);
+  int fd = files_->open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+  if (fd < 0) return unusable(errno);
+  return Directory{fd};
+}
+
+std::optional<Result<fs::path>> ManifestCache::compare_with_existing(
+    ManifestKind kind, std::string_view key, const std::string& bytes) const {
+  const fs::path path = path_for(kind, key);
+  Result<std::optional<std::string>> existing = read_file(*files_, path);
+  if (!existing) return Result<fs::path>(std::move(existing).error());
+  if (!existing->has_value()) return std::nullopt;
+  if (**existing == bytes) return Result<fs::path>(path);
+  if (Status valid = check_entry(kind, lowercase(key), path, **existing); !valid) {
+    return Result<fs::path>(std::move(valid).error());
+  }
+  return Result<fs::path>(
+      Error(ErrorKind::kCollision,
+            "Cache entry " + path.string() + " already holds a different " +
+                manifest_kind_name(kind) + " manifest (" + std::to_string((*existing)->size()) +
+                " bytes stored, " + std::to_string(bytes.size()) +
+                " bytes offered); entries are immutable. Remove the entry to replace it."));
 }
 
 Result<fs::path> ManifestCache::store_bytes(ManifestKind kind, std::string_view key,
                                             const std::string& bytes) const {
   if (Status valid = validate_cache_key(key); !valid) return std::move(valid).error();
-  std::error_code error;
-  fs::create_directories(root_, error);
-  if (error || !fs::is_directory(root_)) {
-    return Error(ErrorKind::kIo, "Cannot use " + root_.string() + " as the cache directory (" +
-                                     (error ? error.message() : "it is not a directory") +
-                                     "). Pass --cache DIR or set WGSL_FORGE_CACHE.");
-  }
   const fs::path final_path = path_for(kind, key);
-
-  // An existing entry is never rewritten: same bytes is success, anything else a collision.
-  auto compare_with_existing = [&]() -> std::optional<Result<fs::path>> {
-    Result<std::optional<std::string>> existing = read_file(final_path);
-    if (!existing) return Result<fs::path>(std::move(existing).error());
-    if (!existing->has_value()) return std::nullopt;
-    if (**existing == bytes) return Result<fs::path>(final_path);
-    if (Status valid = check_entry(kind, lowercase(key), final_path, **existing); !valid) {
-      return Result<fs::path>(std::move(valid).error());
-    }
-    return Result<fs::path>(
-        Error(ErrorKind::kCollision,
-              "Cache entry " + final_path.string() + " already holds a different " +
-                  manifest_kind_name(kind) + " manifest (" + std::to_string((*existing)->size()) +
-                  " bytes stored, " + std::to_string(bytes.size()) +
-                  " bytes offered); entries are immutable. Remove the entry to replace it."));
-  };
-  if (auto outcome = compare_with_existing()) return std::move(*outcome);
-
-  const fs::path temporary_path = root_ / temporary_name(kind, lowercase(key));
   auto fail = [&](Error cause) -> Result<fs::path> {
-    ::unlink(temporary_path.c_str());
     return std::move(cause).with_context("storing " + std::string(manifest_kind_name(kind)) +
                                          " manifest " + final_path.string());
   };
-  FileDescriptor fd(::open(temporary_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-  if (fd.get() < 0) return fail(io_error("create", temporary_path, errno));
-  if (Status written = write_all(fd.get(), bytes, temporary_path); !written) {
+  Result<Directory> directory = open_root_for_writing();
+  if (!directory) return fail(std::move(directory).error());
+  FileDescriptor directory_fd(*files_, directory->fd);
+
+  // An existing entry is never rewritten: same bytes is success, anything else a collision.
+  if (auto outcome = compare_with_existing(kind, key, bytes)) return std::move(*outcome);
+
+  const fs::path temporary_path = root_ / temporary_name(kind, lowercase(key));
+  if (Status written = write_temporary(*files_, temporary_path, bytes); !written) {
     return fail(std::move(written).error());
   }
-  if (::fsync(fd.get()) != 0) return fail(io_error("flush", temporary_path, errno));
-  if (::close(fd.release()) != 0) return fail(io_error("close", temporary_path, errno));
-
-  if (int move_error = move_without_replacing(temporary_path, final_path); move_error != 0) {
+  if (int move_error = move_without_replacing(*files_, temporary_path, final_path);
+      move_error != 0) {
+    files_->unlink(temporary_path.c_str());
     if (move_error != EEXIST) return fail(io_error("move into place", final_path, move_error));
     // Another writer got there first: success if it wrote the same bytes.
-    ::unlink(temporary_path.c_str());
-    if (auto outcome = compare_with_existing()) return std::move(*outcome);
+    if (auto outcome = compare_with_existing(kind, key, bytes)) return std::move(*outcome);
     return fail(io_error("move into place", final_path, EEXIST));
   }
-  if (Status flushed = fsync_directory(root_); !flushed) return fail(std::move(flushed).error());
+  // The entry is complete and in place; this makes its name survive a power cut.
+  if (files_->fsync(directory_fd.get()) != 0) {
+    return fail(io_error("flush directory", root_, errno));
+  }
   return final_path;
 }
 
 Result<bool> ManifestCache::remove(ManifestKind kind, std::string_view key) const {
   if (Status valid = validate_cache_key(key); !valid) return std::move(valid).error();
   const fs::path path = path_for(kind, key);
-  if (::unlink(path.c_str()) != 0) {
+  if (files_->unlink(path.c_str()) != 0) {
     if (errno == ENOENT) return false;
     return io_error("remove", path, errno);
   }
-  if (Status flushed = fsync_directory(root_); !flushed) return std::move(flushed).error();
+  FileDescriptor directory(*files_, files_->open(root_.c_str(), O_RDONLY | O_DIRECTORY, 0));
+  if (directory.get() < 0) return io_error("open directory", root_, errno);
+  if (files_->fsync(directory.get()) != 0) return io_error("flush directory", root_, errno);
   return true;
+}
+
+Result<std::vector<fs::path>> ManifestCache::remove_stale_temporaries(
+    std::chrono::seconds older_than) const {
+  std::vector<fs::path> removed;
+  std::error_code error;
+  if (!fs::exists(root_, error)) return removed;
+  fs::directory_iterator iterator(root_, error);
+  if (error) {
+    return Error(ErrorKind::kIo,
+                 "Cannot list cache directory " + root_.string() + " (" + error.message() + ").");
+  }
+  const auto now = fs::file_time_type::clock::now();
+  for (const fs::directory_entry& item : iterator) {
+    if (!is_temporary_name(item.path().filename().string())) continue;
+    fs::file_time_type modified = item.last_write_time(error);
+    if (error) continue;  // gone already: its writer finished or another cleaner removed it
+    if (now - modified < older_than) continue;
+    if (files_->unlink(item.path().c_str()) != 0) {
+      if (errno == ENOENT) continue;
+      return io_error("remove temporary file", item.path(), errno);
+    }
+    removed.push_back(item.path());
+  }
+  std::sort(removed.begin(), removed.end());
+  return removed;
 }
 
 Result<std::vector<CacheEntry>> ManifestCache::list() const {
@@ -429,7 +489,7 @@ Result<VerifyReport> ManifestCache::verify() const {
       check.health = EntryHealth::kForeign;
       check.message = "not a cache entry: the name is not <tuning|certification>-<64 hex>.json";
     } else {
-      Result<std::optional<std::string>> bytes = read_file(item.path());
+      Result<std::optional<std::string>> bytes = read_file(*files_, item.path());
       Status valid = Ok{};
       if (!bytes) {
         valid = std::move(bytes).error();

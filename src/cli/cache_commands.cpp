@@ -1,5 +1,6 @@
 #include "cache_commands.hpp"
 
+#include <chrono>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,8 @@
 namespace wgsl_forge::cli {
 
 namespace {
+
+namespace fs = std::filesystem;
 
 int run_info(const GlobalOptions& options) {
   Result<ManifestCache> cache = open_cache(options);
@@ -97,6 +100,29 @@ int run_verify(const GlobalOptions& options, bool as_json) {
   return report->clean() ? kExitOk : kExitRejected;
 }
 
+int run_prune(const GlobalOptions& options, std::int64_t older_than_seconds, bool as_json) {
+  if (older_than_seconds < 0) {
+    return report_error(
+        Error(ErrorKind::kInvalidInput, "--older-than must be zero or more seconds, not " +
+                                            std::to_string(older_than_seconds) + "."));
+  }
+  Result<ManifestCache> cache = open_cache(options);
+  if (!cache) return report_error(cache.error());
+  Result<std::vector<fs::path>> removed =
+      cache->remove_stale_temporaries(std::chrono::seconds(older_than_seconds));
+  if (!removed) return report_error(removed.error());
+  if (as_json) {
+    nlohmann::json paths = nlohmann::json::array();
+    for (const fs::path& path : *removed) paths.push_back(path.string());
+    std::cout << nlohmann::json{{"removed", paths}}.dump(2) << "\n";
+  } else {
+    for (const fs::path& path : *removed) std::cout << "removed " << path.string() << "\n";
+    std::cout << removed->size() << " temporary files older than " << older_than_seconds
+              << " s removed from " << cache->root().string() << "\n";
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 void add_cache_commands(CLI::App& app, const GlobalOptions& options, std::function<int()>& run) {
@@ -126,6 +152,25 @@ void add_cache_commands(CLI::App& app, const GlobalOptions& options, std::functi
   verify->add_flag("--json", *verify_json, "Print JSON");
   verify->callback([&run, &options, verify_json] {
     run = [&options, verify_json] { return run_verify(options, *verify_json); };
+  });
+
+  struct PruneArguments {
+    std::int64_t older_than = ManifestCache::kStaleTemporaryAge.count();
+    bool json = false;
+  };
+  auto prune_arguments = std::make_shared<PruneArguments>();
+  CLI::App* prune = cache->add_subcommand(
+      "prune", "Remove temporary files left by writers that crashed (entries are never touched)");
+  prune
+      ->add_option("--older-than", prune_arguments->older_than,
+                   "Only files at least this many seconds old, so that no live writer loses its "
+                   "file (default 3600)")
+      ->capture_default_str();
+  prune->add_flag("--json", prune_arguments->json, "Print JSON");
+  prune->callback([&run, &options, prune_arguments] {
+    run = [&options, prune_arguments] {
+      return run_prune(options, prune_arguments->older_than, prune_arguments->json);
+    };
   });
 }
 

@@ -1,0 +1,302 @@
+// The cache under faults (SQLite's method): every file operation of a store is made to fail in
+// turn, or the storing process is killed at it, and the cache must hold no partial entry, readers
+// must never see a temporary file, and a later store must succeed.
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "support/faulty_file_system.hpp"
+#include "support/temp_dir.hpp"
+#include "support/test_manifests.hpp"
+#include "wgsl_forge/cache.hpp"
+#include "wgsl_forge/manifest_json.hpp"
+
+namespace wgsl_forge {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::Fault;
+using testing::FaultyFileSystem;
+
+class CacheFaultTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    seed_ = testing::test_seed();
+    random_.seed(seed_);
+    RecordProperty("seed", std::to_string(seed_));
+    manifest_ = testing::random_tuning_manifest(random_);
+    bytes_ = serialize_manifest(manifest_).value();
+  }
+  std::string trace() const {
+    return "seed " + std::to_string(seed_) + " (rerun with WGSL_FORGE_TEST_SEED)";
+  }
+  // A root two levels below the temporary directory, so that a store creates directories.
+  fs::path fresh_root(const std::string& name) const { return temp_.path() / name / "cache"; }
+
+  // The operations of a store that succeeds, by name.
+  std::vector<std::string> clean_store_operations(bool has_renameat2) const {
+    auto files = std::make_shared<FaultyFileSystem>(Fault::kNone, 0, has_renameat2);
+    EXPECT_TRUE(ManifestCache(fresh_root("count"), files).store_tuning(manifest_).ok());
+    fs::remove_all(temp_.path() / "count");
+    return files->operations();
+  }
+
+  // What a reader must find after any fault: nothing, or exactly the stored bytes; no error.
+  void expect_no_partial_entry(const fs::path& root, const std::string& context) const {
+    ManifestCache cache(root);
+    Result<std::optional<TuningManifest>> loaded = cache.load_tuning(manifest_.cache_key);
+    ASSERT_TRUE(loaded.ok()) << context << ": " << loaded.error().to_string();
+    if (loaded->has_value()) {
+      EXPECT_EQ(**loaded, manifest_) << context;
+    }
+    Result<VerifyReport> report = cache.verify();
+    ASSERT_TRUE(report.ok()) << context;
+    EXPECT_TRUE(report->clean()) << context;
+  }
+
+  std::size_t temporary_files(const fs::path& root) const {
+    std::size_t count = 0;
+    if (!fs::exists(root)) return 0;
+    for (const auto& item : fs::directory_iterator(root)) {
+      if (item.path().filename().string().starts_with('.')) ++count;
+    }
+    return count;
+  }
+
+  void expect_later_store_succeeds(const fs::path& root, const std::string& context) const {
+    ManifestCache cache(root);
+    Result<fs::path> stored = cache.store_tuning(manifest_);
+    ASSERT_TRUE(stored.ok()) << context << ": " << stored.error().to_string();
+    EXPECT_EQ(testing::read_text(*stored), bytes_) << context;
+    EXPECT_EQ(cache.load_tuning(manifest_.cache_key).value(), std::optional(manifest_)) << context;
+  }
+
+  testing::TempDir temp_;
+  std::uint64_t seed_ = 0;
+  std::mt19937_64 random_;
+  TuningManifest manifest_;
+  std::string bytes_;
+};
+
+TEST_F(CacheFaultTest, EveryFileOperationOfAStoreCanFail) {
+  for (bool has_renameat2 : {true, false}) {
+    const std::vector<std::string> operations = clean_store_operations(has_renameat2);
+    ASSERT_GE(operations.size(), 8u) << "mkdir, open, create, write, fsync, close, move, flush";
+    for (Fault fault : {Fault::kNoSpace, Fault::kIoError, Fault::kShortWrite}) {
+      for (std::size_t k = 1; k <= operations.size(); ++k) {
+        const std::string context = std::string(testing::fault_name(fault)) + " at operation " +
+                                    std::to_string(k) + " (" + operations[k - 1] + ")" +
+                                    (has_renameat2 ? "" : " without renameat2") + ", " + trace();
+        const fs::path root = fresh_root(std::to_string(has_renameat2) + "-" +
+                                         std::to_string(static_cast<int>(fault)) + "-" +
+                                         std::to_string(k));
+        auto files = std::make_shared<FaultyFileSystem>(fault, k, has_renameat2);
+        Result<fs::path> stored = ManifestCache(root, files).store_tuning(manifest_);
+        if (files->faulted_operation().empty()) {
+          // A short write fault on an operation that is not a write: nothing happened.
+          EXPECT_TRUE(stored.ok()) << context;
+        } else if (stored.ok()) {
+          // Only failures that come after the entry is complete may go unreported: removing the
+          // temporary name after a link, or closing the directory after its flush.
+          EXPECT_TRUE(files->faulted_operation() == "unlink" ||
+                      (files->faulted_operation() == "close" && k == operations.size()))
+              << context << ": the store succeeded although " << files->faulted_operation()
+              << " failed";
+          EXPECT_EQ(testing::read_text(*stored), bytes_) << context;
+        } else {
+          EXPECT_EQ(stored.error().kind(), ErrorKind::kIo) << context;
+          const char* expected = fault == Fault::kIoError ? "Input/output error"
+                                                          : "No space left on device";
+          EXPECT_NE(stored.error().message().find(expected), std::string::npos)
+              << context << ": " << stored.error().to_string();
+          EXPECT_EQ(temporary_files(root), 0u) << context << ": the temporary file was left";
+        }
+        expect_no_partial_entry(root, context);
+        expect_later_store_succeeds(root, context);
+      }
+    }
+  }
+}
+
+TEST_F(CacheFaultTest, FaultsWhileReadingAnExistingEntryLeaveItIntact) {
+  const fs::path root = fresh_root("existing");
+  ASSERT_TRUE(ManifestCache(root).store_tuning(manifest_).ok());
+  TuningManifest different = manifest_;
+  different.result.winner.timing.median_ns += 1;
+  different.result.finalists.back() = different.result.winner;
+  for (const TuningManifest* offered : {&manifest_, &different}) {
+    auto counting = std::make_shared<FaultyFileSystem>(Fault::kNone, 0);
+    (void)ManifestCache(root, counting).store_tuning(*offered);
+    for (std::size_t k = 1; k <= counting->operations().size(); ++k) {
+      const std::string context = "EIO at operation " + std::to_string(k) + " (" +
+                                  counting->operations()[k - 1] + ") of a store " +
+                                  (offered == &manifest_ ? "of the same bytes" : "that collides");
+      auto files = std::make_shared<FaultyFileSystem>(Fault::kIoError, k);
+      Result<fs::path> stored = ManifestCache(root, files).store_tuning(*offered);
+      if (stored.ok()) {
+        EXPECT_EQ(offered, &manifest_) << context;
+        EXPECT_EQ(files->faulted_operation(), "close") << context;
+      } else if (files->faulted_operation() != "close") {
+        EXPECT_EQ(stored.error().kind(), ErrorKind::kIo) << context;
+      }
+      EXPECT_EQ(testing::read_text(ManifestCache(root).path_for(ManifestKind::kTuning,
+                                                                manifest_.cache_key)),
+                bytes_)
+          << context;
+      EXPECT_EQ(temporary_files(root), 0u) << context;
+    }
+  }
+}
+
+// Runs a store in a child process that the file system kills at operation `k`; returns how the
+// child ended (true when it was killed).
+bool store_killed_at(const fs::path& root, const TuningManifest& manifest, Fault when,
+                     std::size_t k) {
+  pid_t child = ::fork();
+  if (child == 0) {
+    auto files = std::make_shared<FaultyFileSystem>(when, k);
+    Result<fs::path> stored = ManifestCache(root, files).store_tuning(manifest);
+    ::_exit(stored.ok() ? 0 : 1);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+}
+
+TEST_F(CacheFaultTest, KilledAtEveryFileOperationLeavesNoEntryOrACompleteOne) {
+  const std::vector<std::string> operations = clean_store_operations(true);
+  for (Fault when : {Fault::kKillBefore, Fault::kKillAfter}) {
+    for (std::size_t k = 1; k <= operations.size(); ++k) {
+      const std::string context = std::string(testing::fault_name(when)) + " operation " +
+                                  std::to_string(k) + " (" + operations[k - 1] + ")";
+      const fs::path root =
+          fresh_root("kill-" + std::to_string(static_cast<int>(when)) + "-" + std::to_string(k));
+      ASSERT_TRUE(store_killed_at(root, manifest_, when, k)) << context << ": not killed";
+      expect_no_partial_entry(root, context);
+      // Its temporary file, if any, is not reported as damage and is pruned once stale.
+      Result<std::vector<fs::path>> pruned =
+          ManifestCache(root).remove_stale_temporaries(std::chrono::seconds(0));
+      ASSERT_TRUE(pruned.ok()) << context;
+      EXPECT_EQ(temporary_files(root), 0u) << context;
+      expect_later_store_succeeds(root, context);
+    }
+  }
+}
+
+TEST_F(CacheFaultTest, KilledAtRandomMomentsWhileStoringManyEntries) {
+  const fs::path root = fresh_root("random-kills");
+  std::vector<TuningManifest> manifests;
+  for (int i = 0; i < 40; ++i) manifests.push_back(testing::random_tuning_manifest(random_));
+  std::uniform_int_distribution<int> delay_us(0, 20000);
+  for (int round = 0; round < 15; ++round) {
+    pid_t child = ::fork();
+    if (child == 0) {
+      ManifestCache cache(root);
+      for (int pass = 0;; ++pass) {
+        for (const TuningManifest& manifest : manifests) (void)cache.store_tuning(manifest);
+        (void)cache.remove(ManifestKind::kTuning, manifests[static_cast<std::size_t>(pass) %
+                                                            manifests.size()]
+                                                      .cache_key);
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(delay_us(random_)));
+    ::kill(child, SIGKILL);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    ASSERT_TRUE(WIFSIGNALED(status)) << trace();
+  }
+  ManifestCache cache(root);
+  Result<VerifyReport> report = cache.verify();
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->clean()) << trace();
+  for (const TuningManifest& manifest : manifests) {
+    Result<std::optional<TuningManifest>> loaded = cache.load_tuning(manifest.cache_key);
+    ASSERT_TRUE(loaded.ok()) << loaded.error().to_string() << ", " << trace();
+    if (loaded->has_value()) {
+      EXPECT_EQ(**loaded, manifest) << trace();
+    }
+  }
+}
+
+void set_age(const fs::path& path, std::chrono::seconds age) {
+  struct timespec times[2];
+  ::clock_gettime(CLOCK_REALTIME, &times[0]);
+  times[0].tv_sec -= age.count();
+  times[1] = times[0];
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, 0), 0) << std::strerror(errno);
+}
+
+TEST_F(CacheFaultTest, PruneRemovesOnlyTemporaryFilesOlderThanAnyLiveWriter) {
+  const fs::path root = fresh_root("prune");
+  ManifestCache cache(root);
+  const fs::path entry = cache.store_tuning(manifest_).value();
+  const fs::path stale = root / (".tuning-" + manifest_.cache_key + ".4242.0.00ff.tmp");
+  const fs::path live = root / (".tuning-" + manifest_.cache_key + ".4243.0.00ff.tmp");
+  const fs::path foreign = root / "notes.txt";
+  for (const fs::path& path : {stale, live, foreign}) testing::write_text(path, "partial");
+  set_age(stale, std::chrono::hours(2));
+  set_age(foreign, std::chrono::hours(2));
+  set_age(entry, std::chrono::hours(2));
+  set_age(live, std::chrono::seconds(10));
+
+  Result<std::vector<fs::path>> pruned = cache.remove_stale_temporaries();
+  ASSERT_TRUE(pruned.ok()) << pruned.error().to_string();
+  EXPECT_EQ(*pruned, std::vector<fs::path>{stale});
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(fs::exists(live));
+  EXPECT_TRUE(fs::exists(foreign));
+  EXPECT_EQ(cache.load_tuning(manifest_.cache_key).value(), std::optional(manifest_));
+  EXPECT_TRUE(ManifestCache(temp_.path() / "missing").remove_stale_temporaries()->empty());
+}
+
+// Many threads of one process share a cache object (what a database's start-up does).
+TEST_F(CacheFaultTest, ThreadsStoringIntoOneCacheAgree) {
+  const fs::path root = fresh_root("threads");
+  const ManifestCache cache(root);
+  constexpr int kThreads = 16;
+  std::vector<TuningManifest> variants;
+  for (int i = 0; i < kThreads; ++i) {
+    TuningManifest variant = manifest_;
+    variant.result.winner.timing.median_ns += static_cast<std::uint64_t>(i);
+    variant.result.finalists.back() = variant.result.winner;
+    variants.push_back(variant);
+  }
+  TuningManifest other = testing::random_tuning_manifest(random_);
+  std::vector<ErrorKind> identical(kThreads), differing(kThreads);
+  std::vector<bool> identical_ok(kThreads), differing_ok(kThreads);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      auto at = static_cast<std::size_t>(i);
+      Result<fs::path> same = cache.store_tuning(other);
+      identical_ok[at] = same.ok();
+      if (!same.ok()) identical[at] = same.error().kind();
+      Result<fs::path> mine = cache.store_tuning(variants[at]);
+      differing_ok[at] = mine.ok();
+      if (!mine.ok()) differing[at] = mine.error().kind();
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(std::count(identical_ok.begin(), identical_ok.end(), true), kThreads) << trace();
+  EXPECT_EQ(std::count(differing_ok.begin(), differing_ok.end(), true), 1) << trace();
+  for (int i = 0; i < kThreads; ++i) {
+    if (!differing_ok[static_cast<std::size_t>(i)]) {
+      EXPECT_EQ(differing[static_cast<std::size_t>(i)], ErrorKind::kCollision);
+    }
+  }
+  EXPECT_EQ(cache.list().value().size(), 2u);
+  EXPECT_TRUE(cache.verify().value().clean());
+  EXPECT_EQ(temporary_files(root), 0u);
+}
+
+}  // namespace
+}  // namespace wgsl_forge
