@@ -2,7 +2,7 @@
 # Installs everything wgsl-forge needs on Debian 12 (bookworm), then builds one CMake preset.
 # Idempotent: it installs only what is missing, so a second run takes seconds.
 #
-#   scripts/setup.sh [PRESET]     PRESET: release (default), ci, dev, asan
+#   scripts/setup.sh [PRESET]     PRESET: release (default), ci, dev, asan, tsan, fuzz
 #
 # Needs root (or sudo) the first time, for apt. What it installs:
 #   - the toolchain and libraries: g++, cmake, ninja, GoogleTest, Google Benchmark,
@@ -28,6 +28,8 @@ as_root() {
 packages=(g++ cmake ninja-build pkg-config git ca-certificates libgtest-dev libgmock-dev
           libbenchmark-dev nlohmann-json3-dev libcli11-dev librust-blake3-dev clang-format
           vulkan-tools)
+# libFuzzer comes with clang's runtime libraries.
+[ "$preset" = fuzz ] && packages+=(clang libclang-rt-14-dev)
 backports_packages=(mesa-vulkan-drivers libvulkan1)
 minimum_mesa_major=25
 

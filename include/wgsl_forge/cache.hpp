@@ -98,6 +98,10 @@ class ManifestCache {
                                                           std::string_view kernel_id,
                                                           const TuningManifest& manifest) const;
 
+  // Creates the root if needed and proves that a store could write there (a temporary file is
+  // created, flushed and removed), so that a command fails before its GPU work rather than after.
+  Status check_writable() const;
+
   // Deletes an entry (for an explicit re-tune); false when there was none. The removal is flushed
   // to disk before it returns.
   Result<bool> remove(ManifestKind kind, std::string_view key) const;

@@ -2,8 +2,9 @@
 // Errors are values: every fallible library call returns Result<T>, never throws across the API.
 //
 // The message follows Dawn's style (docs/dawn/errors.md): present tense, the given value and the
-// limit in parentheses, then context lines added by each caller on the way up, e.g.
-//   Cache key (abc) is not 64 hexadecimal characters (it has 3). - While loading a tuning manifest.
+// limit in parentheses, then the context each caller added on the way up, all on one line (a
+// command prints exactly one line per error), e.g.
+//   Cache key (abc) is not 64 hexadecimal characters (it has 3). (while loading a tuning manifest)
 
 #include <cassert>
 #include <string>
@@ -43,7 +44,7 @@ class Error {
     return std::move(*this);
   }
 
-  // The message followed by one " - While ..." line per context entry, innermost first.
+  // One line: the message, then "(while A; while B)" with the context entries, innermost first.
   std::string to_string() const;
 
  private:

@@ -56,6 +56,13 @@ struct TuneOptions {
   std::uint64_t seed = 0;  // 0: fresh
   gpu::TimingOptions timing;
   std::function<void(const TuneProgress&)> progress;
+  // The watchdog while a candidate is screened (quick certification and its first timing): a
+  // wait for the GPU longer than this fails the candidate as a timeout. Default: the device's own
+  // wait timeout, which the winner's full certification always uses.
+  std::optional<std::chrono::milliseconds> candidate_timeout;
+  // How long to wait for a candidate whose wait timed out to leave the GPU before giving up on
+  // the device (a hung kernel is ended only by the driver, which then loses the device).
+  std::chrono::milliseconds drain_timeout{std::chrono::minutes(5)};
 };
 
 struct TuneOutcome {
@@ -66,9 +73,11 @@ struct TuneOutcome {
 
 // Searches the legal schedule space: exhaustive when it fits the budget, otherwise the default,
 // a seeded random sample and then the neighbours of the best (one knob one step away). Every
-// candidate is certified before it is timed; compile, validation and oracle failures are
-// recorded and the search goes on. The best few are timed again, interleaved, and the lowest
-// median wins; a finalist within noise of the winner is a tie, and the default wins its ties.
+// candidate is certified before it is timed; compile, validation, oracle failures and waits that
+// time out (the device's wait_timeout is the watchdog) are recorded and the search goes on. The
+// best few are timed again, interleaved, and the lowest median wins; a finalist within noise of
+// the winner is a tie, and the default wins its ties. A lost device ends the search with an
+// error, and nothing measured on it is returned.
 Result<TuneOutcome> tune(gpu::Device& device, const kernels::KernelDefinition& kernel,
                          const TuneOptions& options);
 

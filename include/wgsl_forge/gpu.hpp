@@ -218,6 +218,10 @@ class Device {
 
   // How long one wait for the GPU may take from now on (see RuntimeOptions::wait_timeout).
   void set_wait_timeout(std::chrono::milliseconds timeout);
+  std::chrono::milliseconds wait_timeout() const;
+  // Waits up to `timeout` for all submitted work to finish, e.g. a kernel whose wait timed out:
+  // WebGPU cannot preempt it, so the next work would queue behind it.
+  Status wait_for_idle(std::chrono::milliseconds timeout);
 
   // Makes Dawn lose the device, as a driver crash would (for tests of the failure path).
   void force_loss_for_testing(std::string_view message);

@@ -361,6 +361,22 @@ Result<ManifestCache::Directory> ManifestCache::open_root_for_writing() const {
   return Directory{fd};
 }
 
+Status ManifestCache::check_writable() const {
+  Result<Directory> directory = open_root_for_writing();
+  if (!directory) return std::move(directory).error();
+  FileDescriptor directory_fd(*files_, directory->fd);
+  static std::atomic<std::uint64_t> sequence{0};
+  const fs::path probe = root_ / (".probe." + std::to_string(::getpid()) + "." +
+                                  std::to_string(sequence.fetch_add(1)) + ".tmp");
+  if (Status written = write_temporary(*files_, probe, ""); !written) {
+    return Error(ErrorKind::kIo, "Cannot write in the cache directory " + root_.string() + ": " +
+                                     written.error().message() +
+                                     " Pass --cache DIR or set WGSL_FORGE_CACHE.");
+  }
+  files_->unlink(probe.c_str());
+  return Ok{};
+}
+
 std::optional<Result<fs::path>> ManifestCache::compare_with_existing(
     ManifestKind kind, std::string_view key, const std::string& bytes) const {
   const fs::path path = path_for(kind, key);

@@ -11,9 +11,7 @@ namespace {
 class PosixFileSystem final : public FileSystem {
  public:
   int open(const char* path, int flags, mode_t mode) override { return ::open(path, flags, mode); }
-  ssize_t read(int fd, void* buffer, std::size_t size) override {
-    return ::read(fd, buffer, size);
-  }
+  ssize_t read(int fd, void* buffer, std::size_t size) override { return ::read(fd, buffer, size); }
   ssize_t write(int fd, const void* data, std::size_t size) override {
     return ::write(fd, data, size);
   }

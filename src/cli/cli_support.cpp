@@ -1,5 +1,6 @@
 #include "cli_support.hpp"
 
+#include <algorithm>
 #include <iostream>
 
 namespace wgsl_forge::cli {
@@ -11,14 +12,24 @@ Result<std::unique_ptr<gpu::Device>> open_device(const GlobalOptions& options) {
   return gpu::Device::open(runtime);
 }
 
-Result<ManifestCache> open_cache(const GlobalOptions& options) {
+Result<ManifestCache> open_cache(const GlobalOptions& options, CacheUse use) {
   Result<std::filesystem::path> root = resolve_cache_root(options.cache_dir);
   if (!root) return std::move(root).error();
-  return ManifestCache(*root);
+  ManifestCache cache(*root);
+  if (use == CacheUse::kWrite) {
+    if (Status writable = cache.check_writable(); !writable) return std::move(writable).error();
+  }
+  return cache;
+}
+
+std::string one_line(std::string text) {
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  return text;
 }
 
 int report_error(const Error& error) {
-  std::cerr << "wgsl-forge: error: " << error.to_string() << "\n";
+  std::cerr << "wgsl-forge: error: " << one_line(error.to_string()) << "\n";
   switch (error.kind()) {
     case ErrorKind::kInvalidInput:
     case ErrorKind::kInvalidKey:

@@ -26,11 +26,16 @@ struct GlobalOptions {
   std::string backend = "vulkan";
 };
 
-// Prints "wgsl-forge: error: <message and context>" to stderr; returns the exit code of its kind.
+// Prints "wgsl-forge: error: <message and context>" to stderr, on one line (a compiler's
+// diagnostics are joined); returns the exit code of its kind.
 int report_error(const Error& error);
+// `text` with its line breaks turned into spaces, for one-line error reports.
+std::string one_line(std::string text);
 
 // The device and the cache that the global options (--webgpu-lib, --backend, --cache) name.
 Result<std::unique_ptr<gpu::Device>> open_device(const GlobalOptions& options);
-Result<ManifestCache> open_cache(const GlobalOptions& options);
+// kWrite also proves the cache directory writable, before any GPU work is spent.
+enum class CacheUse { kRead, kWrite };
+Result<ManifestCache> open_cache(const GlobalOptions& options, CacheUse use = CacheUse::kRead);
 
 }  // namespace wgsl_forge::cli

@@ -140,7 +140,7 @@ int run_certify(const GlobalOptions& options, const CertifyArguments& arguments)
     if (!source) return report_error(source.error());
     certify_options.source = *source;
   }
-  Result<ManifestCache> cache = open_cache(options);
+  Result<ManifestCache> cache = open_cache(options, CacheUse::kWrite);
   if (!cache) return report_error(cache.error());
   Result<std::unique_ptr<gpu::Device>> device = open_device(options);
   if (!device) return report_error(device.error());
@@ -176,7 +176,7 @@ int run_certify(const GlobalOptions& options, const CertifyArguments& arguments)
 }
 
 struct TuneArguments {
-  std::string kernel;
+  std::vector<std::string> kernels;  // auto-tune-all: only these (default: every builtin)
   std::uint32_t budget = 12;
   std::uint64_t size = 0;
   std::uint64_t seed = 0;
@@ -231,7 +231,7 @@ nlohmann::json row_json(const forge::AutoTuneRow& row) {
 
 int run_auto_tune(const GlobalOptions& options, const TuneArguments& arguments,
                   const std::vector<const kernels::KernelDefinition*>& only) {
-  Result<ManifestCache> cache = open_cache(options);
+  Result<ManifestCache> cache = open_cache(options, CacheUse::kWrite);
   if (!cache) return report_error(cache.error());
   Result<std::unique_ptr<gpu::Device>> device = open_device(options);
   if (!device) return report_error(device.error());
@@ -249,14 +249,11 @@ int run_auto_tune(const GlobalOptions& options, const TuneArguments& arguments,
   if (arguments.size != 0 && only.size() == 1) {
     tune_options.tune.problem = problem_of_size(*only.front(), arguments.size);
   }
-  std::vector<forge::AutoTuneRow> rows = only.empty()
-                                             ? forge::auto_tune_all(**device, *cache, tune_options)
-                                             : std::vector<forge::AutoTuneRow>{};
-  for (const kernels::KernelDefinition* kernel : only) {
-    progress.kernel(0, 1);
-    forge::AutoTuneOptions single = tune_options;
-    single.retune = true;  // `tune` always searches again and replaces the entry
-    rows.push_back(forge::tune_and_store(**device, *cache, *kernel, single));
+  std::vector<forge::AutoTuneRow> rows;
+  if (only.empty()) rows = forge::auto_tune_all(**device, *cache, tune_options);
+  for (std::size_t i = 0; i < only.size() && !(*device)->lost_reason(); ++i) {
+    progress.kernel(i, only.size());
+    rows.push_back(forge::tune_and_store(**device, *cache, *only[i], tune_options));
   }
   progress.clear();
   bool failed = false;
@@ -278,7 +275,7 @@ int run_auto_tune(const GlobalOptions& options, const TuneArguments& arguments,
     if (row.status == forge::AutoTuneRow::Status::kFailed) {
       failed = true;
       std::fprintf(stderr, "wgsl-forge: error: %s: %s\n", row.kernel_id.c_str(),
-                   row.message.c_str());
+                   one_line(row.message).c_str());
       if (!arguments.json)
         std::printf("%-21s %-7s %s\n", row.kernel_id.c_str(), "FAILED", "(see the error above)");
       continue;
@@ -432,7 +429,9 @@ void add_forge_commands(CLI::App& app, const GlobalOptions& options, std::functi
     run = [&options, tune_arguments, tune_kernel] {
       Result<const kernels::KernelDefinition*> kernel = kernels::find_kernel(*tune_kernel);
       if (!kernel) return report_error(kernel.error());
-      return run_auto_tune(options, *tune_arguments, {*kernel});
+      TuneArguments arguments = *tune_arguments;
+      arguments.retune = true;  // `tune` always searches again and replaces the entry
+      return run_auto_tune(options, arguments, {*kernel});
     };
   });
 
@@ -452,13 +451,22 @@ void add_forge_commands(CLI::App& app, const GlobalOptions& options, std::functi
   auto all_arguments = std::make_shared<TuneArguments>();
   CLI::App* all = app.add_subcommand("auto-tune-all",
                                      "Tune every builtin kernel not yet tuned for this adapter");
+  all->add_option("KERNEL", all_arguments->kernels, "Only these kernels (default: all)");
   all->add_option("--budget", all_arguments->budget, "Most candidates to time per kernel")
       ->check(CLI::Range(1u, 100000u));
   all->add_option("--seed", all_arguments->seed, "Seed of the search and inputs");
   all->add_flag("--retune", all_arguments->retune, "Tune again where the cache has a result");
   all->add_flag("--json", all_arguments->json, "Print JSON");
   all->callback([&run, &options, all_arguments] {
-    run = [&options, all_arguments] { return run_auto_tune(options, *all_arguments, {}); };
+    run = [&options, all_arguments] {
+      std::vector<const kernels::KernelDefinition*> only;
+      for (const std::string& id : all_arguments->kernels) {
+        Result<const kernels::KernelDefinition*> kernel = kernels::find_kernel(id);
+        if (!kernel) return report_error(kernel.error());
+        only.push_back(*kernel);
+      }
+      return run_auto_tune(options, *all_arguments, only);
+    };
   });
 }
 

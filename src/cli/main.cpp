@@ -41,8 +41,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
-    int code = app.exit(error);
-    return code == 0 ? kExitOk : kExitBadInput;
+    if (error.get_exit_code() == 0) return app.exit(error);  // --help, --version
+    return report_error(wgsl_forge::Error(
+        wgsl_forge::ErrorKind::kInvalidInput,
+        std::string(error.what()) + " (wgsl-forge --help lists the commands and options)"));
   }
   if (!cache_dir.empty()) options.cache_dir = cache_dir;
   if (!webgpu_library.empty()) options.webgpu_library = webgpu_library;

@@ -51,7 +51,7 @@ AutoTuneRow tune_and_store(gpu::Device& device, const ManifestCache& cache,
       cached && cached->has_value() && (*cached)->kernel_revision != kernel.revision();
   if (!cached && !options.retune) {
     row.message =
-        cached.error().to_string() + "\n - Run wgsl-forge auto-tune-all --retune to replace it.";
+        cached.error().to_string() + " Run wgsl-forge auto-tune-all --retune to replace it.";
     return row;
   }
   if (cached && cached->has_value() && !stale && !options.retune) {

@@ -141,7 +141,8 @@ Status PreparedKernel::load_inputs(const BoundPlan& bound, const BufferContents&
                            " bytes; the plan's buffer holds " + std::to_string(target.size()) + ".")
               .with_context(context);
         }
-        std::memcpy(contents.data(), given->second.data(), given->second.size());
+        if (!given->second.empty())
+          std::memcpy(contents.data(), given->second.data(), given->second.size());
       }
     } else {
       contents = poison_bytes(target.size());

@@ -32,6 +32,22 @@ FailureStage stage_of(const Error& error) {
   }
 }
 
+// Gives the device another wait timeout for a scope (the watchdog of one candidate).
+class ScopedWaitTimeout {
+ public:
+  ScopedWaitTimeout(gpu::Device& device, std::optional<std::chrono::milliseconds> timeout)
+      : device_(device), usual_(device.wait_timeout()) {
+    if (timeout) device_.set_wait_timeout(*timeout);
+  }
+  ScopedWaitTimeout(const ScopedWaitTimeout&) = delete;
+  ScopedWaitTimeout& operator=(const ScopedWaitTimeout&) = delete;
+  ~ScopedWaitTimeout() { device_.set_wait_timeout(usual_); }
+
+ private:
+  gpu::Device& device_;
+  std::chrono::milliseconds usual_;
+};
+
 // A candidate that passed certification and was timed once.
 struct Timed {
   CandidateResult result;
@@ -62,6 +78,10 @@ class Tuner {
   std::vector<Schedule> neighbours(const Schedule& schedule) const;
   void report(const std::string& stage) const;
   Status device_alive() const;
+  // Records why `schedule` failed. After a timeout the kernel still occupies the GPU (WebGPU
+  // cannot preempt it), so this waits for it to finish before the next candidate is measured;
+  // an error when it does not finish within options_.drain_timeout.
+  Status record_failure(const Schedule& schedule, const Error& error);
 
   gpu::Device& device_;
   const kernels::KernelDefinition& kernel_;
@@ -87,6 +107,20 @@ Status Tuner::device_alive() const {
     return Error(ErrorKind::kRuntime, "The GPU device was lost while tuning " +
                                           std::string(kernel_.id()) + " (" + *lost +
                                           "); nothing measured on it is published.");
+  }
+  return Ok{};
+}
+
+Status Tuner::record_failure(const Schedule& schedule, const Error& error) {
+  const FailureStage stage = stage_of(error);
+  failures_.push_back({schedule, stage, error.to_string()});
+  if (stage != FailureStage::kTimeout) return Ok{};
+  if (Status idle = device_.wait_for_idle(options_.drain_timeout); !idle) {
+    return Error(ErrorKind::kRuntime,
+                 "Schedule " + schedule.to_string() + " of " + std::string(kernel_.id()) +
+                     " still occupies the GPU " + std::to_string(options_.drain_timeout.count()) +
+                     " ms after its wait timed out; tuning stops and nothing is published.")
+        .with_context(idle.error().message());
   }
   return Ok{};
 }
@@ -118,6 +152,7 @@ Result<Timed> Tuner::time_schedule(const Schedule& schedule, ComparisonReport or
 
 Result<std::optional<Timed>> Tuner::evaluate(const Schedule& schedule) {
   ++evaluated_;
+  ScopedWaitTimeout watchdog(device_, options_.candidate_timeout);
   report("certifying");
   CertifyOptions certify_options;
   certify_options.quick = true;
@@ -126,8 +161,8 @@ Result<std::optional<Timed>> Tuner::evaluate(const Schedule& schedule) {
       certify(device_, kernel_, schedule, certify_options);
   if (Status alive = device_alive(); !alive) return std::move(alive).error();
   if (!certification) {
-    failures_.push_back(
-        {schedule, stage_of(certification.error()), certification.error().to_string()});
+    if (Status recorded = record_failure(schedule, certification.error()); !recorded)
+      return std::move(recorded).error();
     return std::optional<Timed>();
   }
   if (certification->verdict != Verdict::kCertified) {
@@ -144,7 +179,8 @@ Result<std::optional<Timed>> Tuner::evaluate(const Schedule& schedule) {
   Result<Timed> timed = time_schedule(schedule, oracle);
   if (Status alive = device_alive(); !alive) return std::move(alive).error();
   if (!timed) {
-    failures_.push_back({schedule, stage_of(timed.error()), timed.error().to_string()});
+    if (Status recorded = record_failure(schedule, timed.error()); !recorded)
+      return std::move(recorded).error();
     return std::optional<Timed>();
   }
   return std::optional<Timed>(std::move(timed).value());
@@ -301,11 +337,15 @@ Result<TuneOutcome> Tuner::run() {
     Result<CertificationManifest> certification =
         certify(device_, kernel_, winner->result.schedule, full);
     if (Status alive = device_alive(); !alive) return std::move(alive).error();
-    if (!certification || certification->verdict != Verdict::kCertified) {
+    if (!certification) {
+      if (Status recorded = record_failure(winner->result.schedule, certification.error());
+          !recorded)
+        return std::move(recorded).error();
+    } else if (certification->verdict != Verdict::kCertified) {
       failures_.push_back(
-          {winner->result.schedule,
-           certification ? FailureStage::kMismatch : stage_of(certification.error()),
-           certification ? first_failure(*certification) : certification.error().to_string()});
+          {winner->result.schedule, FailureStage::kMismatch, first_failure(*certification)});
+    }
+    if (!certification || certification->verdict != Verdict::kCertified) {
       finalists.erase(finalists.begin() + (winner - finalists.data()));
       continue;
     }

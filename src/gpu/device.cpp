@@ -352,6 +352,16 @@ bool Device::has_feature(std::string_view feature) const {
 
 void Device::set_wait_timeout(std::chrono::milliseconds timeout) { state_->wait_timeout = timeout; }
 
+std::chrono::milliseconds Device::wait_timeout() const { return state_->wait_timeout; }
+
+Status Device::wait_for_idle(std::chrono::milliseconds timeout) {
+  const std::chrono::milliseconds usual = state_->wait_timeout;
+  state_->wait_timeout = timeout;
+  Status idle = state_->wait_for_submitted_work("work submitted earlier");
+  state_->wait_timeout = usual;
+  return idle;
+}
+
 void Device::force_loss_for_testing(std::string_view message) {
   state_->api->DeviceForceLoss(state_->device, kDeviceLostReasonUnknown, to_view(message));
   state_->api->InstanceProcessEvents(state_->instance);

@@ -144,6 +144,10 @@ Status DeviceState::submit_and_wait(WGPUCommandBuffer commands, std::string_view
   Status submitted = capture_errors(what, [&] { api->QueueSubmit(queue, 1, &commands); });
   api->CommandBufferRelease(commands);
   if (!submitted) return submitted;
+  return wait_for_submitted_work(what);
+}
+
+Status DeviceState::wait_for_submitted_work(std::string_view what) {
   struct WorkDone {
     std::uint32_t status = 0;
     std::string message;

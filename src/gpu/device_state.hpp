@@ -88,6 +88,8 @@ struct DeviceState : std::enable_shared_from_this<DeviceState> {
 
   // Submits the command buffer and waits until the GPU has finished it.
   Status submit_and_wait(abi::WGPUCommandBuffer commands, std::string_view what);
+  // Waits until everything submitted so far has finished.
+  Status wait_for_submitted_work(std::string_view what);
 
   // Records commands with `encode`, then submits them and waits; encoding errors come back as
   // validation errors with Dawn's message.

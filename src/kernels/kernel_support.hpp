@@ -22,7 +22,8 @@ std::vector<std::byte> to_bytes(const std::vector<T>& values) {
 template <typename T>
 std::vector<T> from_bytes(const std::vector<std::byte>& bytes, std::size_t count) {
   std::vector<T> values(count);
-  std::memcpy(values.data(), bytes.data(), std::min(bytes.size(), count * sizeof(T)));
+  const std::size_t copied = std::min(bytes.size(), count * sizeof(T));
+  if (copied != 0) std::memcpy(values.data(), bytes.data(), copied);
   return values;
 }
 

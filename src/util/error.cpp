@@ -4,10 +4,11 @@ namespace wgsl_forge {
 
 std::string Error::to_string() const {
   std::string text = message_;
-  for (const std::string& line : context_) {
-    text += "\n - While ";
-    text += line;
+  for (std::size_t i = 0; i < context_.size(); ++i) {
+    text += i == 0 ? " (while " : "; while ";
+    text += context_[i];
   }
+  if (!context_.empty()) text += ")";
   return text;
 }
 

@@ -96,9 +96,9 @@ TEST_F(CacheFaultTest, EveryFileOperationOfAStoreCanFail) {
         const std::string context = std::string(testing::fault_name(fault)) + " at operation " +
                                     std::to_string(k) + " (" + operations[k - 1] + ")" +
                                     (has_renameat2 ? "" : " without renameat2") + ", " + trace();
-        const fs::path root = fresh_root(std::to_string(has_renameat2) + "-" +
-                                         std::to_string(static_cast<int>(fault)) + "-" +
-                                         std::to_string(k));
+        const fs::path root =
+            fresh_root(std::to_string(has_renameat2) + "-" +
+                       std::to_string(static_cast<int>(fault)) + "-" + std::to_string(k));
         auto files = std::make_shared<FaultyFileSystem>(fault, k, has_renameat2);
         Result<fs::path> stored = ManifestCache(root, files).store_tuning(manifest_);
         if (files->faulted_operation().empty()) {
@@ -114,8 +114,8 @@ TEST_F(CacheFaultTest, EveryFileOperationOfAStoreCanFail) {
           EXPECT_EQ(testing::read_text(*stored), bytes_) << context;
         } else {
           EXPECT_EQ(stored.error().kind(), ErrorKind::kIo) << context;
-          const char* expected = fault == Fault::kIoError ? "Input/output error"
-                                                          : "No space left on device";
+          const char* expected =
+              fault == Fault::kIoError ? "Input/output error" : "No space left on device";
           EXPECT_NE(stored.error().message().find(expected), std::string::npos)
               << context << ": " << stored.error().to_string();
           EXPECT_EQ(temporary_files(root), 0u) << context << ": the temporary file was left";
@@ -148,8 +148,8 @@ TEST_F(CacheFaultTest, FaultsWhileReadingAnExistingEntryLeaveItIntact) {
       } else if (files->faulted_operation() != "close") {
         EXPECT_EQ(stored.error().kind(), ErrorKind::kIo) << context;
       }
-      EXPECT_EQ(testing::read_text(ManifestCache(root).path_for(ManifestKind::kTuning,
-                                                                manifest_.cache_key)),
+      EXPECT_EQ(testing::read_text(
+                    ManifestCache(root).path_for(ManifestKind::kTuning, manifest_.cache_key)),
                 bytes_)
           << context;
       EXPECT_EQ(temporary_files(root), 0u) << context;
@@ -203,9 +203,8 @@ TEST_F(CacheFaultTest, KilledAtRandomMomentsWhileStoringManyEntries) {
       ManifestCache cache(root);
       for (int pass = 0;; ++pass) {
         for (const TuningManifest& manifest : manifests) (void)cache.store_tuning(manifest);
-        (void)cache.remove(ManifestKind::kTuning, manifests[static_cast<std::size_t>(pass) %
-                                                            manifests.size()]
-                                                      .cache_key);
+        (void)cache.remove(ManifestKind::kTuning,
+                           manifests[static_cast<std::size_t>(pass) % manifests.size()].cache_key);
       }
     }
     std::this_thread::sleep_for(std::chrono::microseconds(delay_us(random_)));

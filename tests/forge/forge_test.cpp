@@ -4,8 +4,11 @@
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -87,29 +90,67 @@ TEST_F(ForgeCliTest, HandBrokenSourcesAreRejectedWithTheirFirstMismatch) {
   }
 }
 
-TEST_F(ForgeCliTest, BadSourcesAndSchedulesAreBadInput) {
+// Where a path no user can write to (root ignores file modes) is needed: sysfs refuses new files.
+fs::path unwritable_directory(const fs::path& scratch) {
+  if (::geteuid() == 0) return "/sys";
+  fs::path directory = scratch / "read-only";
+  fs::create_directories(directory);
+  fs::permissions(directory, fs::perms::owner_read | fs::perms::owner_exec);
+  return directory;
+}
+
+TEST_F(ForgeCliTest, BadInputEverywhereIsOneClearLineAndExitCode2Or3) {
   struct Case {
     std::string arguments;
+    int exit_code;
     std::string message;
   };
+  const fs::path not_a_directory = write("cache-file", "I am a file");
   const std::vector<Case> cases = {
-      {"certify affine_f32 --source " + (temp_.path() / "missing.wgsl").string(), "does not exist"},
-      {"certify affine_f32 --source " + write("empty.wgsl", "  \n").string(), "is empty"},
+      {"certify affine_f32 --source " + (temp_.path() / "missing.wgsl").string(), 2,
+       "does not exist"},
+      {"certify affine_f32 --source " + write("empty.wgsl", "  \n").string(), 2, "is empty"},
       {"certify affine_f32 --source " + write("binary.wgsl", std::string("fn\0main", 7)).string(),
-       "is not WGSL text"},
-      {"certify affine_f32 --source " + write("invalid.wgsl", "fn main( {\n").string(),
+       2, "is not WGSL text"},
+      {"certify affine_f32 --source " + write("invalid.wgsl", "fn main( {\n").string(), 2,
        "does not compile"},
-      {"certify affine_f32 --schedule workgroup_size=3", "Knob workgroup_size (3) is not one of"},
-      {"certify affine_f32 --schedule workgroup_size", "is not knob=value"},
-      {"certify no_such_kernel", "Unknown kernel 'no_such_kernel'"},
-      {"tune affine_f32 --budget 0", "--budget"},
+      {"certify affine_f32 --schedule workgroup_size=3", 2,
+       "Knob workgroup_size (3) is not one of"},
+      {"certify affine_f32 --schedule no_such_knob=1", 2, "Unknown knob 'no_such_knob'"},
+      {"certify affine_f32 --schedule workgroup_size", 2, "is not knob=value"},
+      {"certify affine_f32 --schedule workgroup_size=big", 2, "workgroup_size"},
+      {"certify no_such_kernel", 2, "Unknown kernel 'no_such_kernel'"},
+      {"tune no_such_kernel", 2, "Unknown kernel 'no_such_kernel'"},
+      {"generate no_such_kernel", 2, "Unknown kernel 'no_such_kernel'"},
+      {"tune affine_f32 --budget 0", 2, "--budget"},
+      {"cache show 1234", 2, "is not exactly 64 hexadecimal characters"},
+      {"cache prune --older-than -1", 2, "--older-than must be zero or more seconds"},
+      {"--webgpu-lib " + (temp_.path() / "libmissing.so").string() + " certify affine_f32", 2,
+       "libmissing.so (from --webgpu-lib) does not exist"},
+      {"--webgpu-lib " + write("libnot.so", "not a library").string() + " adapters", 3,
+       "libnot.so"},
+      {"--backend metal adapters", 2, "Unknown backend 'metal'"},
   };
-  for (const Case& one : cases) {
-    CommandResult result = run_cli(one.arguments + " " + cache_flag());
-    EXPECT_EQ(result.exit_code, 2) << one.arguments << "\n" << result.output;
+  const std::vector<Case> cache_cases = {
+      {"--cache " + not_a_directory.string() + " certify affine_f32", 3,
+       "Cannot use " + not_a_directory.string() + " as the cache directory (Not a directory)"},
+      {"--cache " + (not_a_directory / "sub").string() + " tune affine_f32 --budget 1", 3,
+       "as the cache directory (Not a directory)"},
+      {"--cache " + not_a_directory.string() + " cache verify", 3, "Cannot list cache directory"},
+      {"--cache " + unwritable_directory(temp_.path()).string() + " auto-tune-all", 3,
+       "Cannot write in the cache directory"},
+  };
+  auto check = [](const Case& one, const CommandResult& result) {
+    EXPECT_EQ(result.exit_code, one.exit_code) << one.arguments << "\n" << result.output;
     EXPECT_NE(result.output.find(one.message), std::string::npos) << one.arguments << "\n"
                                                                   << result.output;
-  }
+    EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1)
+        << one.arguments << ": not one line\n"
+        << result.output;
+    EXPECT_TRUE(result.output.starts_with("wgsl-forge: error: ")) << result.output;
+  };
+  for (const Case& one : cases) check(one, run_cli(one.arguments + " " + cache_flag()));
+  for (const Case& one : cache_cases) check(one, run_cli(one.arguments));
   // The compile error of a user's WGSL points at the line and column.
   CommandResult invalid =
       run_cli("certify affine_f32 --source " +
@@ -149,6 +190,45 @@ TEST(TuneTest, StoresAManifestWhoseWinnerIsCertified) {
             std::optional(manifest));
 }
 
+// Sixteen tuners of one kernel started together into one cache (two databases starting on one
+// machine, many times over): one stores its result, the others find it or lose the race with a
+// collision error; nothing is half-written and `cache verify` is clean.
+TEST_F(ForgeCliTest, SixteenConcurrentTunersLeaveOneWinnerAndACleanCache) {
+  constexpr int kTuners = 16;
+  std::string script;
+  for (int i = 0; i < kTuners; ++i) {
+    const std::string out = (temp_.path() / ("tuner-" + std::to_string(i))).string();
+    script += "(" + std::string(WGSL_FORGE_CLI_PATH) + " auto-tune-all affine_f32 --budget 1 " +
+              cache_flag() + " > " + out + ".out 2>&1; echo $? > " + out + ".code) & ";
+  }
+  script += "wait";
+  ASSERT_EQ(std::system(script.c_str()), 0);
+  int tuned = 0, cached = 0, collided = 0;
+  for (int i = 0; i < kTuners; ++i) {
+    const fs::path base = temp_.path() / ("tuner-" + std::to_string(i));
+    const std::string output = testing::read_text(base.string() + ".out");
+    const int code = std::stoi(testing::read_text(base.string() + ".code"));
+    if (code == 0 && output.find(" tuned ") != std::string::npos) {
+      ++tuned;
+    } else if (code == 0 && output.find(" cached ") != std::string::npos) {
+      ++cached;
+    } else {
+      EXPECT_EQ(code, 3) << output;
+      EXPECT_NE(output.find("already holds a different tuning manifest"), std::string::npos)
+          << output;
+      ++collided;
+    }
+  }
+  EXPECT_EQ(tuned, 1) << cached << " found it cached, " << collided << " collided";
+  EXPECT_EQ(tuned + cached + collided, kTuners);
+  CommandResult verify = run_cli("cache verify " + cache_flag());
+  EXPECT_EQ(verify.exit_code, 0) << verify.output;
+  EXPECT_NE(verify.output.find("0 other files"), std::string::npos) << verify.output;
+  CommandResult again = run_cli("auto-tune-all affine_f32 " + cache_flag());
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find(" cached "), std::string::npos) << again.output;
+}
+
 // auto-tune-all twice, a damaged entry, a re-tune of one kernel, and the start-up entry point on
 // the tuned cache. One test, because tuning the whole catalog is the expensive part.
 TEST_F(ForgeCliTest, AutoTuneAllTwiceThenADamagedEntryThenStartUp) {
@@ -163,7 +243,8 @@ TEST_F(ForgeCliTest, AutoTuneAllTwiceThenADamagedEntryThenStartUp) {
 
   CommandResult second = run_cli("auto-tune-all --budget 1 --json " + cache_flag());
   ASSERT_EQ(second.exit_code, 0) << second.output;
-  for (const auto& row : nlohmann::json::parse(second.output)["kernels"]) {
+  const nlohmann::json second_report = nlohmann::json::parse(second.output);
+  for (const auto& row : second_report["kernels"]) {
     EXPECT_EQ(row["status"], "cached") << "the second run tuned " << row.dump();
   }
 

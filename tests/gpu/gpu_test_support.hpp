@@ -22,7 +22,7 @@ std::span<const std::byte> as_bytes_of(const std::vector<T>& values) {
 template <typename T>
 std::vector<T> values_from_bytes(const std::vector<std::byte>& bytes) {
   std::vector<T> values(bytes.size() / sizeof(T));
-  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(T));
+  if (!values.empty()) std::memcpy(values.data(), bytes.data(), values.size() * sizeof(T));
   return values;
 }
 

@@ -95,9 +95,9 @@ TEST(KernelCatalogTest, IllegalSchedulesNameTheKnobTheValueAndTheLimit) {
   Schedule schedule = affine.default_schedule();
   schedule.set("workgroup_size", 1024);
   EXPECT_EQ(affine.check_schedule(schedule, defaults).error().to_string(),
-            "Knob workgroup_size (1024) exceeds maxComputeInvocationsPerWorkgroup (256).\n"
-            " - While checking schedule {items_per_invocation=1, vector_width=1, "
-            "workgroup_size=1024} of affine_f32");
+            "Knob workgroup_size (1024) exceeds maxComputeInvocationsPerWorkgroup (256). (while "
+            "checking schedule {items_per_invocation=1, vector_width=1, workgroup_size=1024} of "
+            "affine_f32)");
   schedule.set("workgroup_size", 300);
   EXPECT_EQ(affine.check_schedule(schedule, large_adapter()).error().message(),
             "Knob workgroup_size (300) is not one of 64, 128, 256, 512, 1024.");

@@ -302,7 +302,7 @@ TEST(TuningManifestTest, RefusesIncoherentEvidence) {
   EXPECT_EQ(manifest.error().to_string(),
             "The winner {items_per_invocation=1, vector_width=1, workgroup_size=256} is not "
             "certified (3 mismatches in 1024 compared elements); only certified schedules can "
-            "win.\n - While building the tuning manifest of affine_f32");
+            "win. (while building the tuning manifest of affine_f32)");
 
   Schedule other = schedule;
   other.set("workgroup_size", 64);

@@ -15,11 +15,11 @@ namespace wgsl_forge::testing {
 
 enum class Fault {
   kNone,
-  kNoSpace,       // fails with ENOSPC
-  kIoError,       // fails with EIO
-  kShortWrite,    // a write stores half its bytes; every later write fails with ENOSPC
-  kKillBefore,    // SIGKILL before the operation runs
-  kKillAfter,     // SIGKILL after it ran
+  kNoSpace,     // fails with ENOSPC
+  kIoError,     // fails with EIO
+  kShortWrite,  // a write stores half its bytes; every later write fails with ENOSPC
+  kKillBefore,  // SIGKILL before the operation runs
+  kKillAfter,   // SIGKILL after it ran
 };
 const char* fault_name(Fault fault);
 

@@ -1,0 +1,201 @@
+// The tuner facing candidates that misbehave on the real adapter: one that does not compile, one
+// that fails pipeline validation, one that runs far longer than the watchdog allows, one that
+// computes a wrong answer; and a device that is lost in the middle of a search.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "gpu/gpu_test_support.hpp"
+#include "support/temp_dir.hpp"
+#include "support/test_manifests.hpp"
+#include "wgsl_forge/forge.hpp"
+
+namespace wgsl_forge {
+namespace {
+
+enum Mode : std::int64_t { kHealthy, kNoCompile, kInvalidPipeline, kSlow, kWrong };
+
+// affine_f32 with one extra knob, `mode`, that makes its WGSL misbehave in one way; every other
+// knob is pinned to affine's default so that the space is exactly the five modes.
+class MisbehavingAffine final : public kernels::KernelDefinition {
+ public:
+  explicit MisbehavingAffine(std::uint64_t spin_iterations) : spin_(spin_iterations) {}
+
+  std::string_view id() const override { return "misbehaving_affine"; }
+  std::uint32_t revision() const override { return 1; }
+  std::string_view summary() const override { return "affine_f32 with a misbehaviour knob"; }
+  std::vector<kernels::KnobSpec> knobs() const override {
+    std::vector<kernels::KnobSpec> pinned;
+    for (kernels::KnobSpec knob : affine_.knobs()) {
+      knob.values = {knob.default_value};
+      pinned.push_back(knob);
+    }
+    pinned.push_back({"mode",
+                      "0 healthy, 1 no compile, 2 invalid pipeline, 3 slow, 4 wrong",
+                      {kHealthy, kNoCompile, kInvalidPipeline, kSlow, kWrong},
+                      kHealthy});
+    return pinned;
+  }
+  std::vector<KernelBinding> bindings() const override { return affine_.bindings(); }
+  std::vector<std::string> entry_points() const override { return affine_.entry_points(); }
+  std::string generate_wgsl(const Schedule& schedule) const override {
+    std::string wgsl = affine_.generate_wgsl(without_mode(schedule));
+    switch (*schedule.get("mode")) {
+      case kNoCompile:
+        return wgsl + "\nfn broken( {\n";
+      case kInvalidPipeline:
+        return replace(wgsl, "@workgroup_size(256)", "@workgroup_size(4096)");
+      case kSlow:
+        // Invocation 0 runs a dependent loop the compiler cannot remove.
+        return replace(wgsl, "  for (var item = 0u;",
+                       "  if (first == 0u) {\n    var h = bitcast<u32>(params.a);\n"
+                       "    for (var k = 0u; k < " +
+                           std::to_string(spin_) +
+                           "u; k++) { h = h * 1664525u + 1013904223u; }\n"
+                           "    if (h == 0x9e3779b9u) { y[0] = 0.0; }\n  }\n"
+                           "  for (var item = 0u;");
+      case kWrong:
+        return replace(wgsl, "params.a * x[i] + params.b", "params.a * x[i] + params.b + 0.25");
+      default:
+        return wgsl;
+    }
+  }
+  Result<kernels::DispatchPlan> plan(const Schedule& schedule, const kernels::Problem& problem,
+                                     const kernels::DeviceCapabilities& device) const override {
+    return affine_.plan(without_mode(schedule), problem, device);
+  }
+  std::string tolerance() const override { return affine_.tolerance(); }
+  std::vector<kernels::CaseSpec> certification_cases() const override {
+    return affine_.certification_cases();
+  }
+  kernels::CaseInputs make_inputs(const kernels::CaseSpec& spec,
+                                  std::uint64_t seed) const override {
+    return affine_.make_inputs(spec, seed);
+  }
+  kernels::CaseVerdict check(
+      const kernels::CaseInputs& inputs,
+      const std::map<std::string, std::vector<std::byte>>& outputs) const override {
+    return affine_.check(inputs, outputs);
+  }
+  kernels::WorkAmount work(const kernels::Problem& problem) const override {
+    return affine_.work(problem);
+  }
+  kernels::Problem tuning_problem(bool cpu_adapter) const override {
+    return affine_.tuning_problem(cpu_adapter);
+  }
+
+ private:
+  static Schedule without_mode(const Schedule& schedule) {
+    std::map<std::string, std::int64_t> knobs = schedule.knobs();
+    knobs.erase("mode");
+    return Schedule(knobs);
+  }
+  static std::string replace(std::string text, const std::string& from, const std::string& to) {
+    std::size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << "affine_f32's WGSL no longer contains '" << from << "'";
+    if (at != std::string::npos) text.replace(at, from.size(), to);
+    return text;
+  }
+
+  const kernels::KernelDefinition& affine_ = *kernels::find_kernel("affine_f32").value();
+  std::uint64_t spin_;
+};
+
+Schedule with_mode(const kernels::KernelDefinition& kernel, Mode mode) {
+  Schedule schedule = kernel.default_schedule();
+  schedule.set("mode", mode);
+  return schedule;
+}
+
+// How long one run of the slow mode takes on one element, with the usual (long) wait timeout.
+std::chrono::milliseconds slow_run_time(gpu::Device& device, std::uint64_t spin) {
+  MisbehavingAffine kernel(spin);
+  auto generated = kernels::generate_builtin(kernel, with_mode(kernel, kSlow), TargetBackend::kWgsl,
+                                             forge::capabilities_of(device.adapter()));
+  EXPECT_TRUE(generated.ok()) << generated.error().to_string();
+  auto prepared = forge::PreparedKernel::prepare(device, kernel, *generated);
+  EXPECT_TRUE(prepared.ok()) << prepared.error().to_string();
+  kernels::CaseSpec one{"n=1", {}, "uniform"};
+  one.problem.elements = 1;
+  auto start = std::chrono::steady_clock::now();
+  auto ran = prepared->run(kernel.make_inputs(one, 1));
+  EXPECT_TRUE(ran.ok()) << ran.error().to_string();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               start);
+}
+
+TEST(TunerFaultTest, FailingCandidatesAreRecordedAndTheSearchGoesOn) {
+  auto device = gpu::Device::open(gpu::RuntimeOptions{}).value();
+  // A spin of about 1.5 seconds here (the loop's time is linear in its length), so that a
+  // 150 ms watchdog fires on it and on nothing else (a healthy quick case takes milliseconds),
+  // and it still occupies the GPU when the next candidate comes.
+  std::uint64_t spin = 1u << 16;
+  std::chrono::milliseconds spun{0};
+  while ((spun = slow_run_time(*device, spin)) < std::chrono::milliseconds(100)) spin *= 2;
+  spin = spin * 1500 / static_cast<std::uint64_t>(spun.count());
+  MisbehavingAffine kernel(spin);
+  forge::TuneOptions options;
+  options.candidate_timeout = std::chrono::milliseconds(150);
+  options.budget = 5;
+  options.seed = testing::test_seed();
+  kernels::Problem problem;
+  problem.elements = 4096;
+  options.problem = problem;
+  Result<forge::TuneOutcome> outcome = forge::tune(*device, kernel, options);
+  ASSERT_TRUE(outcome.ok()) << outcome.error().to_string() << ", seed " << options.seed;
+
+  const TuningResult& result = outcome->manifest.result;
+  EXPECT_EQ(result.winner.schedule, with_mode(kernel, kHealthy));
+  EXPECT_EQ(result.evaluated_candidates, 5u);
+  std::map<std::int64_t, FailureStage> stages;
+  for (const CandidateFailure& failure : result.failures) {
+    stages[*failure.schedule.get("mode")] = failure.stage;
+  }
+  EXPECT_EQ(stages.size(), 4u);
+  EXPECT_EQ(stages[kNoCompile], FailureStage::kCompile);
+  EXPECT_EQ(stages[kInvalidPipeline], FailureStage::kValidation);
+  EXPECT_EQ(stages[kSlow], FailureStage::kTimeout) << "spin " << spin;
+  // Evaluated after the slow one, which still occupied the GPU: judged on its output all the same.
+  EXPECT_EQ(stages[kWrong], FailureStage::kMismatch);
+  EXPECT_EQ(outcome->certification.verdict, Verdict::kCertified);
+  EXPECT_FALSE(device->lost_reason().has_value());
+}
+
+TEST(TunerFaultTest, ALostDeviceEndsTheSearchAndPublishesNothing) {
+  const kernels::KernelDefinition& affine = *kernels::find_kernel("affine_f32").value();
+  for (std::size_t lose_at : {1u, 3u}) {
+    auto device = gpu::Device::open(gpu::RuntimeOptions{}).value();
+    testing::TempDir temp;
+    ManifestCache cache(temp.path());
+    forge::AutoTuneOptions options;
+    options.tune.budget = 4;
+    options.tune.seed = testing::test_seed();
+    options.tune.progress = [&](const forge::TuneProgress& step) {
+      if (step.candidate == lose_at && step.stage == "timing") {
+        device->force_loss_for_testing("simulated driver reset");
+      }
+    };
+    forge::AutoTuneRow row = forge::tune_and_store(*device, cache, affine, options);
+    EXPECT_EQ(row.status, forge::AutoTuneRow::Status::kFailed) << "lost at " << lose_at;
+    EXPECT_NE(row.message.find("The GPU device was lost while tuning affine_f32"),
+              std::string::npos)
+        << row.message;
+    EXPECT_NE(row.message.find("simulated driver reset"), std::string::npos) << row.message;
+    EXPECT_NE(row.message.find("nothing measured on it is published"), std::string::npos)
+        << row.message;
+    EXPECT_TRUE(cache.list().value().empty()) << "lost at " << lose_at;
+
+    // auto-tune-all on the lost device says so for every kernel and stores nothing.
+    std::vector<forge::AutoTuneRow> rows = forge::auto_tune_all(*device, cache, options);
+    ASSERT_EQ(rows.size(), kernels::builtin_kernels().size());
+    for (const forge::AutoTuneRow& one : rows) {
+      EXPECT_EQ(one.status, forge::AutoTuneRow::Status::kFailed) << one.kernel_id;
+      EXPECT_NE(one.message.find("lost"), std::string::npos) << one.message;
+    }
+    EXPECT_TRUE(cache.list().value().empty());
+  }
+}
+
+}  // namespace
+}  // namespace wgsl_forge
