@@ -2,8 +2,16 @@
 // 256 invocations, one element each) and a vectorised one (vec4, 128 invocations, a grid-stride
 // loop over a capped grid). Checks every output element, then prints time and bandwidth.
 //
-//   runtime_probe [--elements N] [--samples S]      (defaults: 2^25 elements, 20 samples)
+//   runtime_probe [--elements N] [--samples S] [--buffer-elements B] [--grid-caps C1,C2,...]
+//                 [--warmup-runs W] [--warmup-ms MS]
+//
+// Defaults: 2^25 elements, 20 samples, buffers of exactly N floats. With B > N the buffers hold B
+// floats and the kernel reads and writes the first N: the same work in larger allocations, which
+// separates the cost of a buffer's size from the cost of the bytes moved. --grid-caps times the
+// vectorised kernel with each grid cap in turn (0: one invocation per vec4, no loop), to see how
+// the order in which the grid walks memory changes the bandwidth.
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -56,8 +64,23 @@ int fail(const Error& error) {
 int main(int argc, char** argv) {
   std::uint64_t elements = 1ull << 25;
   std::uint32_t samples = 20;
+  std::uint64_t buffer_elements = 0;
+  std::vector<std::uint32_t> grid_caps;
+  std::uint32_t warmup_runs = gpu::TimingOptions{}.warmup_runs;
+  auto warmup_duration = gpu::TimingOptions{}.warmup_duration;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--elements") == 0) elements = std::strtoull(argv[i + 1], nullptr, 10);
+    if (std::strcmp(argv[i], "--buffer-elements") == 0)
+      buffer_elements = std::strtoull(argv[i + 1], nullptr, 10);
+    if (std::strcmp(argv[i], "--warmup-runs") == 0)
+      warmup_runs = static_cast<std::uint32_t>(std::atoi(argv[i + 1]));
+    if (std::strcmp(argv[i], "--warmup-ms") == 0)
+      warmup_duration = std::chrono::milliseconds(std::atoi(argv[i + 1]));
+    if (std::strcmp(argv[i], "--grid-caps") == 0) {
+      for (char* cap = std::strtok(argv[i + 1], ","); cap; cap = std::strtok(nullptr, ",")) {
+        grid_caps.push_back(static_cast<std::uint32_t>(std::strtoul(cap, nullptr, 10)));
+      }
+    }
     if (std::strcmp(argv[i], "--samples") == 0)
       samples = static_cast<std::uint32_t>(std::atoi(argv[i + 1]));
   }
@@ -74,8 +97,11 @@ int main(int argc, char** argv) {
   for (std::uint64_t i = 0; i < elements; ++i)
     input[i] = static_cast<float>(i % 1000) * 0.5f - 7.0f;
   const std::uint64_t bytes = elements * sizeof(float);
-  auto x = gpu_device.create_buffer(bytes, gpu::BufferUsage::kStorage, "x");
-  auto y = gpu_device.create_buffer(bytes, gpu::BufferUsage::kStorage, "y");
+  const std::uint64_t buffer_bytes = std::max(elements, buffer_elements) * sizeof(float);
+  std::printf("%llu elements in buffers of %llu bytes\n", static_cast<unsigned long long>(elements),
+              static_cast<unsigned long long>(buffer_bytes));
+  auto x = gpu_device.create_buffer(buffer_bytes, gpu::BufferUsage::kStorage, "x");
+  auto y = gpu_device.create_buffer(buffer_bytes, gpu::BufferUsage::kStorage, "y");
   auto params = gpu_device.create_buffer(8, gpu::BufferUsage::kUniform, "params");
   if (!x) return fail(x.error());
   if (!y) return fail(y.error());
@@ -84,8 +110,10 @@ int main(int argc, char** argv) {
     return fail(written.error());
   }
 
-  const ProbeSchedule schedules[] = {{"naive   scalar wg=256", 256, false, 0},
-                                     {"tuned   vec4   wg=128", 128, true, 8192}};
+  std::vector<ProbeSchedule> schedules = {{"naive   scalar wg=256", 256, false, 0},
+                                          {"tuned   vec4   wg=128", 128, true, 8192}};
+  for (std::uint32_t cap : grid_caps)
+    schedules.push_back({"capped  vec4   wg=256", 256, true, cap});
   const std::uint32_t max_per_dimension = info.limits.max_compute_workgroups_per_dimension;
   for (const ProbeSchedule& schedule : schedules) {
     const std::uint64_t items = schedule.vec4 ? elements / 4 : elements;
@@ -134,6 +162,8 @@ int main(int argc, char** argv) {
     }
     gpu::TimingOptions options;
     options.samples = samples;
+    options.warmup_runs = warmup_runs;
+    options.warmup_duration = warmup_duration;
     auto timed = gpu_device.time(std::span(&step, 1), options);
     if (!timed) return fail(timed.error());
     const double seconds = timed->summary.median_ns * 1e-9;

@@ -8,6 +8,9 @@
 #                                            new kernels after SECONDS (default: no limit)
 #   performance.sh bench                     bench + peers + table
 #   performance.sh all [BUDGET] [SECONDS]    tune, then bench
+#   performance.sh sweep                     bandwidth against buffer size: the same copy-like
+#                                            kernel over N floats in buffers of N and of more
+#                                            floats, and bench's copy ceiling per size
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo_root"
@@ -31,8 +34,23 @@ bench() {
   python3 bench/peers.py > "$out/peers.json"
   python3 bench/compare.py "$out/forge-bench.json" "$out/peers.json" | tee "$out/performance-table.md"
 }
+sweep() {
+  local probe=build/release/bench/runtime_probe n b
+  {
+    for n in 16777216 33554432 67108864 134217728 268435456; do
+      $probe --elements "$n" --samples 10 | tail -3
+    done
+    for b in 67108864 134217728 268435456 536870912; do
+      $probe --elements 33554432 --buffer-elements "$b" --samples 10 | tail -3
+    done
+    for n in 33554432 67108864 134217728 268435456; do
+      $forge bench affine_f32 --size "$n" --samples 10 | tail -2
+    done
+  } 2>&1 | tee "$out/sweep.txt"
+}
 case "${1:-bench}" in
   tune) tune_all "${2:-8}" "${3:-0}" ;;
   bench) bench ;;
   all) tune_all "${2:-8}" "${3:-0}" && bench ;;
+  sweep) sweep ;;
 esac

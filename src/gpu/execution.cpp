@@ -565,6 +565,20 @@ Result<TimedRun> Device::time(std::span<const DispatchStep> steps, const TimingO
   if (!calibration) return std::move(calibration).error();
   std::uint64_t single =
       std::max<std::uint64_t>(1, *std::min_element(calibration->begin(), calibration->end()));
+  if (state_->info.identity.device_type != "Cpu" && options.warmup_duration.count() > 0) {
+    // Submissions of about 20 ms each keep the GPU busy until its clocks are up; then calibrate
+    // again, at the clocks the samples will run at.
+    const auto per_submission = static_cast<std::uint32_t>(
+        std::clamp<std::uint64_t>(20'000'000 / single, 1, std::max(1u, options.max_batch)));
+    const auto warm_until = std::chrono::steady_clock::now() + options.warmup_duration;
+    while (std::chrono::steady_clock::now() < warm_until) {
+      if (auto warm = measure(per_submission, 1); !warm) return std::move(warm).error();
+    }
+    calibration = measure(1, 3);
+    if (!calibration) return std::move(calibration).error();
+    single =
+        std::max<std::uint64_t>(1, *std::min_element(calibration->begin(), calibration->end()));
+  }
   const auto target = static_cast<std::uint64_t>(options.min_sample_duration.count());
   const auto batch = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(
       (target + single - 1) / single, 1, std::max(1u, options.max_batch)));

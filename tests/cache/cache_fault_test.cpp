@@ -261,37 +261,39 @@ TEST_F(CacheFaultTest, PruneRemovesOnlyTemporaryFilesOlderThanAnyLiveWriter) {
 TEST_F(CacheFaultTest, ThreadsStoringIntoOneCacheAgree) {
   const fs::path root = fresh_root("threads");
   const ManifestCache cache(root);
-  constexpr int kThreads = 16;
+  constexpr std::size_t kThreads = 16;
   std::vector<TuningManifest> variants;
-  for (int i = 0; i < kThreads; ++i) {
+  for (std::size_t i = 0; i < kThreads; ++i) {
     TuningManifest variant = manifest_;
-    variant.result.winner.timing.median_ns += static_cast<std::uint64_t>(i);
+    variant.result.winner.timing.median_ns += static_cast<double>(i);
     variant.result.finalists.back() = variant.result.winner;
     variants.push_back(variant);
   }
   TuningManifest other = testing::random_tuning_manifest(random_);
-  std::vector<ErrorKind> identical(kThreads), differing(kThreads);
-  std::vector<bool> identical_ok(kThreads), differing_ok(kThreads);
+  struct Outcome {
+    Result<fs::path> identical = fs::path();
+    Result<fs::path> differing = fs::path();
+  };
+  std::vector<Outcome> outcomes(kThreads);  // one element per thread: no sharing
   std::vector<std::thread> threads;
-  for (int i = 0; i < kThreads; ++i) {
+  for (std::size_t i = 0; i < kThreads; ++i) {
     threads.emplace_back([&, i] {
-      auto at = static_cast<std::size_t>(i);
-      Result<fs::path> same = cache.store_tuning(other);
-      identical_ok[at] = same.ok();
-      if (!same.ok()) identical[at] = same.error().kind();
-      Result<fs::path> mine = cache.store_tuning(variants[at]);
-      differing_ok[at] = mine.ok();
-      if (!mine.ok()) differing[at] = mine.error().kind();
+      outcomes[i].identical = cache.store_tuning(other);
+      outcomes[i].differing = cache.store_tuning(variants[i]);
     });
   }
   for (std::thread& thread : threads) thread.join();
-  EXPECT_EQ(std::count(identical_ok.begin(), identical_ok.end(), true), kThreads) << trace();
-  EXPECT_EQ(std::count(differing_ok.begin(), differing_ok.end(), true), 1) << trace();
-  for (int i = 0; i < kThreads; ++i) {
-    if (!differing_ok[static_cast<std::size_t>(i)]) {
-      EXPECT_EQ(differing[static_cast<std::size_t>(i)], ErrorKind::kCollision);
+  std::size_t winners = 0;
+  for (const Outcome& outcome : outcomes) {
+    EXPECT_TRUE(outcome.identical.ok()) << outcome.identical.error().to_string() << ", " << trace();
+    if (outcome.differing.ok()) {
+      ++winners;
+    } else {
+      EXPECT_EQ(outcome.differing.error().kind(), ErrorKind::kCollision)
+          << outcome.differing.error().to_string();
     }
   }
+  EXPECT_EQ(winners, 1u) << trace();
   EXPECT_EQ(cache.list().value().size(), 2u);
   EXPECT_TRUE(cache.verify().value().clean());
   EXPECT_EQ(temporary_files(root), 0u);
