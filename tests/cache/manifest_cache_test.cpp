@@ -228,6 +228,35 @@ TEST_F(ManifestCacheTest, DamagedEntriesAreReportedAsCorruptionNamingTheFile) {
   expect_corruption_reported(cache, manifest, path);
 }
 
+// Every prefix of a manifest, and the manifest with each byte changed in turn: every one is
+// corruption naming the file, and `cache verify` lists it as corrupt.
+TEST_F(ManifestCacheTest, EveryTruncationAndEveryByteFlipIsCorruption) {
+  SCOPED_TRACE(trace());
+  ManifestCache cache(cache_root());
+  TuningManifest manifest = testing::random_tuning_manifest(random_);
+  const fs::path path = cache.store_tuning(manifest).value();
+  const std::string bytes = read_text(path);
+  auto expect_corrupt = [&](const std::string& damaged, const std::string& what) {
+    write_text(path, damaged);
+    Result<std::optional<TuningManifest>> loaded = cache.load_tuning(manifest.cache_key);
+    ASSERT_FALSE(loaded.ok()) << what << " was read as a valid manifest";
+    EXPECT_EQ(loaded.error().kind(), ErrorKind::kCorruption) << what;
+    EXPECT_NE(loaded.error().message().find(path.string()), std::string::npos) << what;
+    VerifyReport report = cache.verify().value();
+    ASSERT_EQ(report.checks.size(), 1u) << what;
+    EXPECT_EQ(report.checks[0].health, EntryHealth::kCorrupt) << what;
+  };
+  for (std::size_t length = 0; length < bytes.size(); ++length) {
+    expect_corrupt(bytes.substr(0, length), "the first " + std::to_string(length) + " bytes");
+  }
+  std::uniform_int_distribution<int> bit(0, 7);
+  for (std::size_t at = 0; at < bytes.size(); ++at) {
+    std::string flipped = bytes;
+    flipped[at] = static_cast<char>(flipped[at] ^ (1 << bit(random_)));
+    expect_corrupt(flipped, "a flipped bit in byte " + std::to_string(at));
+  }
+}
+
 TEST_F(ManifestCacheTest, ListAndVerifyClassifyEveryFile) {
   ManifestCache cache(cache_root());
   TuningManifest tuning = testing::random_tuning_manifest(random_);
