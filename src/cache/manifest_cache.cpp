@@ -193,6 +193,22 @@ std::optional<CacheEntry> parse_entry_name(const fs::path& path) {
   return std::nullopt;
 }
 
+// The files in the cache root, unsorted; none when the root does not exist.
+Result<std::vector<fs::directory_entry>> files_in(const fs::path& root) {
+  std::error_code error;
+  std::vector<fs::directory_entry> files;
+  if (!fs::exists(root, error)) return files;
+  fs::directory_iterator iterator(root, error);
+  for (; !error && iterator != fs::directory_iterator(); iterator.increment(error)) {
+    files.push_back(*iterator);
+  }
+  if (error) {
+    return Error(ErrorKind::kIo,
+                 "Cannot list cache directory " + root.string() + " (" + error.message() + ").");
+  }
+  return files;
+}
+
 bool is_temporary_name(const std::string& name) {
   return name.starts_with('.') && name.ends_with(".tmp");
 }
@@ -445,16 +461,12 @@ Result<bool> ManifestCache::remove(ManifestKind kind, std::string_view key) cons
 Result<std::vector<fs::path>> ManifestCache::remove_stale_temporaries(
     std::chrono::seconds older_than) const {
   std::vector<fs::path> removed;
-  std::error_code error;
-  if (!fs::exists(root_, error)) return removed;
-  fs::directory_iterator iterator(root_, error);
-  if (error) {
-    return Error(ErrorKind::kIo,
-                 "Cannot list cache directory " + root_.string() + " (" + error.message() + ").");
-  }
+  Result<std::vector<fs::directory_entry>> files = files_in(root_);
+  if (!files) return std::move(files).error();
   const auto now = fs::file_time_type::clock::now();
-  for (const fs::directory_entry& item : iterator) {
+  for (const fs::directory_entry& item : *files) {
     if (!is_temporary_name(item.path().filename().string())) continue;
+    std::error_code error;
     fs::file_time_type modified = item.last_write_time(error);
     if (error) continue;  // gone already: its writer finished or another cleaner removed it
     if (now - modified < older_than) continue;
@@ -470,14 +482,9 @@ Result<std::vector<fs::path>> ManifestCache::remove_stale_temporaries(
 
 Result<std::vector<CacheEntry>> ManifestCache::list() const {
   std::vector<CacheEntry> entries;
-  std::error_code error;
-  if (!fs::exists(root_, error)) return entries;
-  fs::directory_iterator iterator(root_, error);
-  if (error) {
-    return Error(ErrorKind::kIo,
-                 "Cannot list cache directory " + root_.string() + " (" + error.message() + ").");
-  }
-  for (const fs::directory_entry& item : iterator) {
+  Result<std::vector<fs::directory_entry>> files = files_in(root_);
+  if (!files) return std::move(files).error();
+  for (const fs::directory_entry& item : *files) {
     if (auto entry = parse_entry_name(item.path())) entries.push_back(std::move(*entry));
   }
   std::sort(entries.begin(), entries.end(),
@@ -487,14 +494,9 @@ Result<std::vector<CacheEntry>> ManifestCache::list() const {
 
 Result<VerifyReport> ManifestCache::verify() const {
   VerifyReport report;
-  std::error_code error;
-  if (!fs::exists(root_, error)) return report;
-  fs::directory_iterator iterator(root_, error);
-  if (error) {
-    return Error(ErrorKind::kIo,
-                 "Cannot list cache directory " + root_.string() + " (" + error.message() + ").");
-  }
-  for (const fs::directory_entry& item : iterator) {
+  Result<std::vector<fs::directory_entry>> files = files_in(root_);
+  if (!files) return std::move(files).error();
+  for (const fs::directory_entry& item : *files) {
     EntryCheck check;
     check.path = item.path();
     check.entry = parse_entry_name(item.path());
