@@ -32,8 +32,10 @@ for stage in "${stages[@]}"; do
       bash scripts/setup.sh asan
       # LeakSanitizer stops the world to scan for leaks at exit and crashes ("Tracer caught
       # signal 11") among Dawn's and lavapipe's threads; leaks are checked where Dawn is absent.
+      # Sixteen instrumented tuner processes at once exhaust a 24 GiB machine (the kernel kills
+      # them, exit 137); the ci stage runs that test.
       ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
-        ctest --preset asan --timeout 1200
+        ctest --preset asan --timeout 1200 -E SixteenConcurrentTuners
       ASAN_OPTIONS=detect_leaks=1 ctest --preset asan --timeout 600 -R "$no_gpu_tests"
       ;;
     tsan)
