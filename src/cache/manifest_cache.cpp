@@ -213,17 +213,17 @@ bool is_temporary_name(const std::string& name) {
   return name.starts_with('.') && name.ends_with(".tmp");
 }
 
-// A name no other writer can pick: process id, a per-process sequence and random bits (the
-// sequence alone repeats across processes that share a pid namespace).
-std::string temporary_name(ManifestKind kind, std::string_view key) {
+// A name no other writer can pick: "." + what + process id, a per-process sequence and random
+// bits (the sequence alone repeats across processes that share a pid namespace) + ".tmp", which
+// is_temporary_name recognises.
+std::string temporary_name(std::string_view what) {
   static std::atomic<std::uint64_t> sequence{0};
   thread_local std::mt19937_64 random_bits{std::random_device{}()};
   char random_hex[17];
   std::snprintf(random_hex, sizeof random_hex, "%016llx",
                 static_cast<unsigned long long>(random_bits()));
-  return "." + std::string(manifest_kind_name(kind)) + "-" + std::string(key) + "." +
-         std::to_string(::getpid()) + "." + std::to_string(sequence.fetch_add(1)) + "." +
-         random_hex + ".tmp";
+  return "." + std::string(what) + "." + std::to_string(::getpid()) + "." +
+         std::to_string(sequence.fetch_add(1)) + "." + random_hex + ".tmp";
 }
 
 // Moves `from` to `to` unless `to` exists (EEXIST then). renameat2(RENAME_NOREPLACE) where the
@@ -381,9 +381,7 @@ Status ManifestCache::check_writable() const {
   Result<Directory> directory = open_root_for_writing();
   if (!directory) return std::move(directory).error();
   FileDescriptor directory_fd(*files_, directory->fd);
-  static std::atomic<std::uint64_t> sequence{0};
-  const fs::path probe = root_ / (".probe." + std::to_string(::getpid()) + "." +
-                                  std::to_string(sequence.fetch_add(1)) + ".tmp");
+  const fs::path probe = root_ / temporary_name("probe");
   if (Status written = write_temporary(*files_, probe, ""); !written) {
     return Error(ErrorKind::kIo, "Cannot write in the cache directory " + root_.string() + ": " +
                                      written.error().message() +
@@ -426,7 +424,8 @@ Result<fs::path> ManifestCache::store_bytes(ManifestKind kind, std::string_view 
   // An existing entry is never rewritten: same bytes is success, anything else a collision.
   if (auto outcome = compare_with_existing(kind, key, bytes)) return std::move(*outcome);
 
-  const fs::path temporary_path = root_ / temporary_name(kind, lowercase(key));
+  const fs::path temporary_path =
+      root_ / temporary_name(std::string(manifest_kind_name(kind)) + "-" + lowercase(key));
   if (Status written = write_temporary(*files_, temporary_path, bytes); !written) {
     return fail(std::move(written).error());
   }

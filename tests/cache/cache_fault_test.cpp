@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "support/faulty_file_system.hpp"
+#include "support/seeded_test.hpp"
 #include "support/temp_dir.hpp"
 #include "support/test_manifests.hpp"
 #include "wgsl_forge/cache.hpp"
@@ -27,17 +28,12 @@ namespace fs = std::filesystem;
 using testing::Fault;
 using testing::FaultyFileSystem;
 
-class CacheFaultTest : public ::testing::Test {
+class CacheFaultTest : public testing::SeededTest {
  protected:
   void SetUp() override {
-    seed_ = testing::test_seed();
-    random_.seed(seed_);
-    RecordProperty("seed", std::to_string(seed_));
+    SeededTest::SetUp();
     manifest_ = testing::random_tuning_manifest(random_);
     bytes_ = serialize_manifest(manifest_).value();
-  }
-  std::string trace() const {
-    return "seed " + std::to_string(seed_) + " (rerun with WGSL_FORGE_TEST_SEED)";
   }
   // A root two levels below the temporary directory, so that a store creates directories.
   fs::path fresh_root(const std::string& name) const { return temp_.path() / name / "cache"; }
@@ -81,8 +77,6 @@ class CacheFaultTest : public ::testing::Test {
   }
 
   testing::TempDir temp_;
-  std::uint64_t seed_ = 0;
-  std::mt19937_64 random_;
   TuningManifest manifest_;
   std::string bytes_;
 };

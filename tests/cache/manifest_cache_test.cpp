@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <random>
 
+#include "support/seeded_test.hpp"
 #include "support/temp_dir.hpp"
 #include "support/test_manifests.hpp"
 #include "wgsl_forge/manifest_json.hpp"
@@ -19,16 +20,8 @@ using testing::read_text;
 using testing::TempDir;
 using testing::write_text;
 
-class ManifestCacheTest : public ::testing::Test {
+class ManifestCacheTest : public testing::SeededTest {
  protected:
-  void SetUp() override {
-    seed_ = testing::test_seed();
-    random_.seed(seed_);
-    RecordProperty("seed", std::to_string(seed_));
-  }
-  std::string trace() const {
-    return "seed " + std::to_string(seed_) + " (rerun with WGSL_FORGE_TEST_SEED)";
-  }
   fs::path cache_root() const { return temp_.path() / "cache"; }
   std::size_t file_count() const {
     std::size_t count = 0;
@@ -37,8 +30,6 @@ class ManifestCacheTest : public ::testing::Test {
   }
 
   TempDir temp_;
-  std::uint64_t seed_ = 0;
-  std::mt19937_64 random_;
 };
 
 // The test of the original cache.rs, kept as it was: round trip by adapter key, same path twice.

@@ -51,92 +51,71 @@ bool FaultyFileSystem::inject(const char* name) {
   return false;
 }
 
-void FaultyFileSystem::kill_after() {
+template <typename Call>
+auto FaultyFileSystem::pass(const char* name, Call call) -> decltype(call()) {
+  if (inject(name)) return -1;
+  auto result = call();
   if (kill_pending_) ::raise(SIGKILL);
+  return result;
 }
 
 int FaultyFileSystem::open(const char* path, int flags, mode_t mode) {
-  if (inject("open")) return -1;
-  int result = real_->open(path, flags, mode);
-  kill_after();
-  return result;
+  return pass("open", [&] { return real_->open(path, flags, mode); });
 }
 
 ssize_t FaultyFileSystem::read(int fd, void* buffer, std::size_t size) {
-  if (inject("read")) return -1;
-  ssize_t result = real_->read(fd, buffer, size);
-  kill_after();
-  return result;
+  return pass("read", [&] { return real_->read(fd, buffer, size); });
 }
 
 ssize_t FaultyFileSystem::write(int fd, const void* data, std::size_t size) {
-  if (inject("write")) return -1;
-  if (disk_full_) {
-    errno = ENOSPC;
-    return -1;
-  }
-  if (fault_ == Fault::kShortWrite && operations_.size() == at_ && size > 1) {
-    faulted_ = "write";
-    disk_full_ = true;
-    return real_->write(fd, data, size / 2);
-  }
-  ssize_t result = real_->write(fd, data, size);
-  kill_after();
-  return result;
+  return pass("write", [&]() -> ssize_t {
+    if (disk_full_) {
+      errno = ENOSPC;
+      return -1;
+    }
+    if (fault_ == Fault::kShortWrite && operations_.size() == at_ && size > 1) {
+      faulted_ = "write";
+      disk_full_ = true;
+      return real_->write(fd, data, size / 2);
+    }
+    return real_->write(fd, data, size);
+  });
 }
 
 int FaultyFileSystem::fstat(int fd, struct stat* status) {
-  if (inject("fstat")) return -1;
-  int result = real_->fstat(fd, status);
-  kill_after();
-  return result;
+  return pass("fstat", [&] { return real_->fstat(fd, status); });
 }
 
 int FaultyFileSystem::fsync(int fd) {
-  if (inject("fsync")) return -1;
-  int result = real_->fsync(fd);
-  kill_after();
-  return result;
+  return pass("fsync", [&] { return real_->fsync(fd); });
 }
 
 int FaultyFileSystem::close(int fd) {
   // Linux releases the descriptor even when close() reports an error; so does this.
   bool fail = inject("close");
   int result = real_->close(fd);
-  kill_after();
+  if (kill_pending_) ::raise(SIGKILL);
   return fail ? -1 : result;
 }
 
 int FaultyFileSystem::mkdir(const char* path, mode_t mode) {
-  if (inject("mkdir")) return -1;
-  int result = real_->mkdir(path, mode);
-  kill_after();
-  return result;
+  return pass("mkdir", [&] { return real_->mkdir(path, mode); });
 }
 
 int FaultyFileSystem::rename_no_replace(const char* from, const char* to) {
-  if (inject("rename")) return -1;
-  if (!has_renameat2_) {
+  return pass("rename", [&] {
+    if (has_renameat2_) return real_->rename_no_replace(from, to);
     errno = EINVAL;
     return -1;
-  }
-  int result = real_->rename_no_replace(from, to);
-  kill_after();
-  return result;
+  });
 }
 
 int FaultyFileSystem::link(const char* from, const char* to) {
-  if (inject("link")) return -1;
-  int result = real_->link(from, to);
-  kill_after();
-  return result;
+  return pass("link", [&] { return real_->link(from, to); });
 }
 
 int FaultyFileSystem::unlink(const char* path) {
-  if (inject("unlink")) return -1;
-  int result = real_->unlink(path);
-  kill_after();
-  return result;
+  return pass("unlink", [&] { return real_->unlink(path); });
 }
 
 }  // namespace wgsl_forge::testing

@@ -48,7 +48,10 @@ class FaultyFileSystem final : public FileSystem {
  private:
   // Counts the operation; true when it must fail (errno is set then).
   bool inject(const char* name);
-  void kill_after();
+  // Counts the operation, then fails it or runs `call`, then kills the process if the fault says
+  // so.
+  template <typename Call>
+  auto pass(const char* name, Call call) -> decltype(call());
 
   Fault fault_;
   std::size_t at_;
