@@ -1,11 +1,11 @@
 // compact_f32: the x[i] with x[i] > threshold, in input order, and their count.
 //
-// Stream compaction as a reduce-then-scan over keep-flags (three passes, no inter-workgroup
-// waiting): count per block, scan the counts in one workgroup (which also writes the total), then
-// each block scatters its kept elements to their final places. Values move as raw bits, and the
-// comparison uses order-preserving integer keys, so results are exact whatever the adapter does
-// with subnormals. Semantics: IEEE `>` (so -0 > +0 is false); NaN is never kept; a NaN threshold
-// keeps nothing. Knobs: workgroup_size, items_per_invocation (consecutive elements each).
+// Stream compaction as a single-pass chained scan over keep-flags (chained_scan.cpp): each
+// workgroup counts its tile's kept elements, takes its offset by decoupled look-back and scatters
+// them; the last tile writes the count. Values move as raw bits, and the comparison uses
+// order-preserving integer keys, so results are exact whatever the adapter does with subnormals.
+// Semantics: IEEE `>` (so -0 > +0 is false); NaN is never kept; a NaN threshold keeps nothing.
+// Knobs: workgroup_size, vectors_per_invocation (consecutive vec4 each), use_subgroups.
 //
 // Oracle: the sequential filter; the count and the first `count` outputs must match bit for bit
 // (the rest of y is unspecified). Bytes moved: 6 n (4 n read, 4 bytes per kept element, counted
@@ -31,73 +31,74 @@ bool kept(float value, float threshold) { return value > threshold; }
 class CompactF32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "compact_f32"; }
-  std::uint32_t revision() const override { return 1; }
+  std::uint32_t revision() const override { return 2; }
   std::string_view summary() const override {
     return "the x[i] > threshold, in input order, and their count";
   }
 
   std::vector<KnobSpec> knobs() const override {
     return {{"workgroup_size", "invocations per workgroup", {64, 128, 256, 512, 1024}, 256},
-            {"items_per_invocation", "consecutive elements per invocation", {1, 2, 4, 8, 16}, 4}};
+            {"vectors_per_invocation", "consecutive vec4 per invocation", {1, 2, 4}, 1},
+            {"use_subgroups", "scan within subgroups first", {0, 1}, 0}};
   }
 
   std::vector<KernelBinding> bindings() const override {
     return {{0, 0, BindingKind::kUniform, "params"},
             {0, 1, BindingKind::kStorageRead, "x"},
             {0, 2, BindingKind::kStorageReadWrite, "y"},
-            {0, 3, BindingKind::kStorageReadWrite, "block_sums"},
+            {0, 3, BindingKind::kStorageReadWrite, "chain"},
             {0, 4, BindingKind::kStorageReadWrite, "count"}};
   }
 
   std::vector<std::string> entry_points() const override {
-    return {"compact_reduce", "compact_spine", "compact_apply"};
+    return {"compact_clear", "compact_tiles"};
   }
 
   std::string generate_wgsl(const Schedule& schedule) const override {
-    const std::uint32_t wg = knob(schedule, "workgroup_size");
-    return std::string(kLinearWorkgroupWgsl) +
-           "\nstruct Params { n: u32, blocks: u32, threshold_key: u32 }\n"
-           "@group(0) @binding(0) var<uniform> params: Params;\n"
-           "@group(0) @binding(1) var<storage, read> x: array<u32>;\n"
-           "@group(0) @binding(2) var<storage, read_write> y: array<u32>;\n"
-           "@group(0) @binding(3) var<storage, read_write> block_sums: array<u32>;\n"
-           "@group(0) @binding(4) var<storage, read_write> count: array<u32>;\n\n"
-           "fn keep(bits: u32) -> bool {\n"
-           "  if ((bits & 0x7fffffffu) > 0x7f800000u) { return false; }\n"
-           "  let b = select(bits, 0u, bits == 0x80000000u);\n"
-           "  let key = select(b | 0x80000000u, ~b, (b & 0x80000000u) != 0u);\n"
-           "  return key > params.threshold_key;\n"
-           "}\n"
-           "fn scan_length() -> u32 { return params.n; }\n"
-           "fn scan_blocks() -> u32 { return params.blocks; }\n"
-           "fn scan_value(i: u32) -> u32 { return select(0u, 1u, keep(x[i])); }\n"
-           "fn scan_store(i: u32, prefix: u32) { if (keep(x[i])) { y[prefix] = x[i]; } }\n"
-           "fn scan_total(total: u32) { count[0] = total; }\n\n" +
-           workgroup_scan_wgsl(wg) +
-           reduce_then_scan_wgsl("compact", wg, knob(schedule, "items_per_invocation"));
+    return chained_scan_wgsl(
+        shape(schedule),
+        "struct Params { n: u32, tiles: u32, threshold_key: u32 }\n"
+        "@group(0) @binding(0) var<uniform> params: Params;\n"
+        "@group(0) @binding(1) var<storage, read> x: array<vec4u>;\n"
+        "@group(0) @binding(2) var<storage, read_write> y: array<u32>;\n"
+        "@group(0) @binding(3) var<storage, read_write> chain: array<atomic<u32>>;\n"
+        "@group(0) @binding(4) var<storage, read_write> count: array<u32>;\n\n"
+        "fn keep(bits: u32) -> bool {\n"
+        "  if ((bits & 0x7fffffffu) > 0x7f800000u) { return false; }\n"
+        "  let b = select(bits, 0u, bits == 0x80000000u);\n"
+        "  let key = select(b | 0x80000000u, ~b, (b & 0x80000000u) != 0u);\n"
+        "  return key > params.threshold_key;\n"
+        "}\n"
+        "fn scan_items(raw: vec4u, first: u32) -> vec4u {\n"
+        "  let kept = vec4<bool>(keep(raw.x), keep(raw.y), keep(raw.z), keep(raw.w));\n"
+        "  let inside = first + vec4u(0u, 1u, 2u, 3u) < vec4u(params.n);\n"
+        "  return select(vec4u(0u), vec4u(1u), kept & inside);\n"
+        "}\n"
+        "fn scan_store(v: u32, raw: vec4u, items: vec4u, prefix: u32) {\n"
+        "  var at = prefix;\n"
+        "  for (var c = 0u; c < 4u; c++) {\n"
+        "    if (items[c] != 0u) { y[at] = raw[c]; }\n"
+        "    at += items[c];\n"
+        "  }\n"
+        "}\n"
+        "fn scan_total(total: u32) { count[0] = total; }\n");
   }
 
   Result<DispatchPlan> plan(const Schedule& schedule, const Problem& problem,
                             const DeviceCapabilities&) const override {
     const std::uint64_t n = problem.elements;
-    const std::uint64_t block =
-        std::uint64_t{knob(schedule, "workgroup_size")} * knob(schedule, "items_per_invocation");
-    const std::uint64_t blocks = ceil_div(n, block);
+    const std::uint64_t tiles = chained_scan_tiles(n, shape(schedule));
     // A NaN threshold keeps nothing: no key is above the largest one.
     const std::uint32_t threshold_key =
         std::isnan(problem.threshold) ? 0xffffffffu : order_key(problem.threshold);
-    const std::vector<std::uint32_t> params = {static_cast<std::uint32_t>(n),
-                                               static_cast<std::uint32_t>(blocks), threshold_key};
-    const std::map<std::uint32_t, std::string> buffers = {
-        {1, "x"}, {2, "y"}, {3, "block_sums"}, {4, "count"}};
     DispatchPlan plan;
-    plan.buffers = {{"x", std::max<std::uint64_t>(4, n * 4), BufferRole::kInput},
+    plan.buffers = {{"x", std::max<std::uint64_t>(16, round_up(n, 4) * 4), BufferRole::kInput},
                     {"y", std::max<std::uint64_t>(4, n * 4), BufferRole::kOutput},
                     {"count", 4, BufferRole::kOutput},
-                    {"block_sums", std::max<std::uint64_t>(1, blocks) * 4, BufferRole::kScratch}};
-    plan.passes = {{"compact_reduce", blocks, buffers, params},
-                   {"compact_spine", 1, buffers, params},
-                   {"compact_apply", blocks, buffers, params}};
+                    {"chain", (1 + 2 * tiles) * 4, BufferRole::kScratch}};
+    plan.passes = chained_scan_passes(
+        shape(schedule), tiles, {{1, "x"}, {2, "y"}, {3, "chain"}, {4, "count"}},
+        {static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(tiles), threshold_key});
     return plan;
   }
 
@@ -143,6 +144,12 @@ class CompactF32 final : public KernelDefinition {
 
   Problem tuning_problem(bool cpu_adapter) const override {
     return elements_problem(tuning_elements(cpu_adapter));
+  }
+
+ private:
+  static ChainedScanShape shape(const Schedule& schedule) {
+    return {"compact", knob(schedule, "workgroup_size"), knob(schedule, "vectors_per_invocation"),
+            knob(schedule, "use_subgroups") == 1};
   }
 };
 

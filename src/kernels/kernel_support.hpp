@@ -104,4 +104,30 @@ std::string workgroup_scan_wgsl(std::uint32_t workgroup_size);
 std::string reduce_then_scan_wgsl(const std::string& name, std::uint32_t workgroup_size,
                                   std::uint32_t items);
 
+// A single-pass chained scan (decoupled look-back with fallback; chained_scan.cpp says how) over
+// u32 items, four per vec4 of input, `vectors` consecutive vec4 per invocation.
+struct ChainedScanShape {
+  std::string name;  // prefix of the entry points <name>_clear and <name>_tiles
+  std::uint32_t workgroup_size = 256;
+  std::uint32_t vectors = 1;
+  bool subgroups = false;
+};
+
+// The whole WGSL module. `declarations` must define the uniform `params` with fields n (elements)
+// and tiles (chained_scan_tiles), `x: array<vec4u>` (raw input, at least ceil(n / 4) vectors),
+// `chain: array<atomic<u32>>` (1 + 2 tiles words of scratch), and
+//   fn scan_items(raw: vec4u, first: u32) -> vec4u    the items of elements first .. first + 3
+//                                                     (0 for those at or past n);
+//   fn scan_store(v: u32, raw: vec4u, items: vec4u, prefix: u32)
+//                                                     vector v, given the exclusive prefix of
+//                                                     its first element;
+//   fn scan_total(total: u32)                         the sum of all items (called once).
+std::string chained_scan_wgsl(const ChainedScanShape& shape, const std::string& declarations);
+// Tiles of a problem of n elements (at least one, so that scan_total is always called).
+std::uint64_t chained_scan_tiles(std::uint64_t n, const ChainedScanShape& shape);
+// The two passes: clear the chain, then scan the tiles.
+std::vector<PassPlan> chained_scan_passes(const ChainedScanShape& shape, std::uint64_t tiles,
+                                          const std::map<std::uint32_t, std::string>& buffers,
+                                          const std::vector<std::uint32_t>& params);
+
 }  // namespace wgsl_forge::kernels::support

@@ -1,10 +1,10 @@
 // scan_exclusive_u32: y[i] = x[0] + ... + x[i-1], wrapping (y[0] = 0).
 //
-// Reduce-then-scan in three passes of one submission (no workgroup waits on another, so it is
-// safe on adapters without forward-progress guarantees): block sums, one workgroup scans the
-// block sums, then each block scans itself from its offset. Knobs: workgroup_size and
-// items_per_invocation (consecutive elements per invocation; a block is their product).
-// Workgroup memory: 4 * workgroup_size bytes.
+// A single-pass chained scan (chained_scan.cpp): each workgroup scans a tile of
+// workgroup_size * vectors_per_invocation * 4 elements in registers and takes its offset from its
+// predecessors by decoupled look-back, so x is read once and y written once. Knobs:
+// workgroup_size, vectors_per_invocation (consecutive vec4 each), use_subgroups (scan within
+// subgroups, then across them; otherwise a scan in workgroup memory).
 //
 // Oracle: the sequential wrapping scan; exact. Bytes moved: 8 n (read x, write y).
 
@@ -18,60 +18,56 @@ using namespace support;
 class ScanExclusiveU32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "scan_exclusive_u32"; }
-  std::uint32_t revision() const override { return 1; }
+  std::uint32_t revision() const override { return 2; }
   std::string_view summary() const override {
     return "y[i] = x[0] + ... + x[i-1] (exclusive prefix sum, wrapping u32)";
   }
 
   std::vector<KnobSpec> knobs() const override {
     return {{"workgroup_size", "invocations per workgroup", {64, 128, 256, 512, 1024}, 256},
-            {"items_per_invocation", "consecutive elements per invocation", {1, 2, 4, 8, 16}, 4}};
+            {"vectors_per_invocation", "consecutive vec4 per invocation", {1, 2, 4}, 1},
+            {"use_subgroups", "scan within subgroups first", {0, 1}, 0}};
   }
 
   std::vector<KernelBinding> bindings() const override {
     return {{0, 0, BindingKind::kUniform, "params"},
             {0, 1, BindingKind::kStorageRead, "x"},
             {0, 2, BindingKind::kStorageReadWrite, "y"},
-            {0, 3, BindingKind::kStorageReadWrite, "block_sums"}};
+            {0, 3, BindingKind::kStorageReadWrite, "chain"}};
   }
 
-  std::vector<std::string> entry_points() const override {
-    return {"scan_reduce", "scan_spine", "scan_apply"};
-  }
+  std::vector<std::string> entry_points() const override { return {"scan_clear", "scan_tiles"}; }
 
   std::string generate_wgsl(const Schedule& schedule) const override {
-    const std::uint32_t wg = knob(schedule, "workgroup_size");
-    return std::string(kLinearWorkgroupWgsl) +
-           "\nstruct Params { n: u32, blocks: u32 }\n"
-           "@group(0) @binding(0) var<uniform> params: Params;\n"
-           "@group(0) @binding(1) var<storage, read> x: array<u32>;\n"
-           "@group(0) @binding(2) var<storage, read_write> y: array<u32>;\n"
-           "@group(0) @binding(3) var<storage, read_write> block_sums: array<u32>;\n\n"
-           "fn scan_length() -> u32 { return params.n; }\n"
-           "fn scan_blocks() -> u32 { return params.blocks; }\n"
-           "fn scan_value(i: u32) -> u32 { return x[i]; }\n"
-           "fn scan_store(i: u32, prefix: u32) { y[i] = prefix; }\n"
-           "fn scan_total(total: u32) {}\n\n" +
-           workgroup_scan_wgsl(wg) +
-           reduce_then_scan_wgsl("scan", wg, knob(schedule, "items_per_invocation"));
+    return chained_scan_wgsl(
+        shape(schedule),
+        "struct Params { n: u32, tiles: u32 }\n"
+        "@group(0) @binding(0) var<uniform> params: Params;\n"
+        "@group(0) @binding(1) var<storage, read> x: array<vec4u>;\n"
+        "@group(0) @binding(2) var<storage, read_write> y: array<vec4u>;\n"
+        "@group(0) @binding(3) var<storage, read_write> chain: array<atomic<u32>>;\n\n"
+        "fn scan_items(raw: vec4u, first: u32) -> vec4u {\n"
+        "  return select(vec4u(0u), raw, first + vec4u(0u, 1u, 2u, 3u) < vec4u(params.n));\n"
+        "}\n"
+        "fn scan_store(v: u32, raw: vec4u, items: vec4u, prefix: u32) {\n"
+        "  y[v] = prefix + vec4u(0u, items.x, items.x + items.y, items.x + items.y + items.z);\n"
+        "}\n"
+        "fn scan_total(total: u32) {}\n");
   }
 
   Result<DispatchPlan> plan(const Schedule& schedule, const Problem& problem,
                             const DeviceCapabilities&) const override {
     const std::uint64_t n = problem.elements;
-    const std::uint64_t block =
-        std::uint64_t{knob(schedule, "workgroup_size")} * knob(schedule, "items_per_invocation");
-    const std::uint64_t blocks = ceil_div(n, block);
-    const std::vector<std::uint32_t> params = {static_cast<std::uint32_t>(n),
-                                               static_cast<std::uint32_t>(blocks)};
-    const std::map<std::uint32_t, std::string> buffers = {{1, "x"}, {2, "y"}, {3, "block_sums"}};
+    const std::uint64_t tiles = chained_scan_tiles(n, shape(schedule));
+    // Whole vectors: the last one's elements past n are read as 0 and written past y[n - 1].
+    const std::uint64_t vector_bytes = std::max<std::uint64_t>(16, round_up(n, 4) * 4);
     DispatchPlan plan;
-    plan.buffers = {{"x", std::max<std::uint64_t>(4, n * 4), BufferRole::kInput},
-                    {"y", std::max<std::uint64_t>(4, n * 4), BufferRole::kOutput},
-                    {"block_sums", std::max<std::uint64_t>(1, blocks) * 4, BufferRole::kScratch}};
-    plan.passes = {{"scan_reduce", blocks, buffers, params},
-                   {"scan_spine", 1, buffers, params},
-                   {"scan_apply", blocks, buffers, params}};
+    plan.buffers = {{"x", vector_bytes, BufferRole::kInput},
+                    {"y", vector_bytes, BufferRole::kOutput},
+                    {"chain", (1 + 2 * tiles) * 4, BufferRole::kScratch}};
+    plan.passes =
+        chained_scan_passes(shape(schedule), tiles, {{1, "x"}, {2, "y"}, {3, "chain"}},
+                            {static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(tiles)});
     return plan;
   }
 
@@ -108,6 +104,12 @@ class ScanExclusiveU32 final : public KernelDefinition {
 
   Problem tuning_problem(bool cpu_adapter) const override {
     return elements_problem(tuning_elements(cpu_adapter));
+  }
+
+ private:
+  static ChainedScanShape shape(const Schedule& schedule) {
+    return {"scan", knob(schedule, "workgroup_size"), knob(schedule, "vectors_per_invocation"),
+            knob(schedule, "use_subgroups") == 1};
   }
 };
 

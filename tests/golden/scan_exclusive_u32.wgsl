@@ -3,17 +3,28 @@ fn linear_workgroup(id: vec3u, count: vec3u) -> u32 {
   return id.x + id.y * count.x;
 }
 
-struct Params { n: u32, blocks: u32 }
+struct Params { n: u32, tiles: u32 }
 @group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> x: array<u32>;
-@group(0) @binding(2) var<storage, read_write> y: array<u32>;
-@group(0) @binding(3) var<storage, read_write> block_sums: array<u32>;
+@group(0) @binding(1) var<storage, read> x: array<vec4u>;
+@group(0) @binding(2) var<storage, read_write> y: array<vec4u>;
+@group(0) @binding(3) var<storage, read_write> chain: array<atomic<u32>>;
 
-fn scan_length() -> u32 { return params.n; }
-fn scan_blocks() -> u32 { return params.blocks; }
-fn scan_value(i: u32) -> u32 { return x[i]; }
-fn scan_store(i: u32, prefix: u32) { y[i] = prefix; }
+fn scan_items(raw: vec4u, first: u32) -> vec4u {
+  return select(vec4u(0u), raw, first + vec4u(0u, 1u, 2u, 3u) < vec4u(params.n));
+}
+fn scan_store(v: u32, raw: vec4u, items: vec4u, prefix: u32) {
+  y[v] = prefix + vec4u(0u, items.x, items.x + items.y, items.x + items.y + items.z);
+}
 fn scan_total(total: u32) {}
+
+const WG: u32 = 256u;
+const VECTORS: u32 = 1u;  // vec4 per invocation, consecutive
+const TILE_VECTORS: u32 = WG * VECTORS;
+const LOOK_BACK: u32 = 32u;
+const SPINS: u32 = 64u;
+const FLAG_AGGREGATE: u32 = 0x10000u;  // the tile's own sum
+const FLAG_PREFIX: u32 = 0x20000u;     // the sum of every tile up to this one
+const FLAG_MASK: u32 = 0x30000u;
 
 var<workgroup> scan_scratch: array<u32, 256>;
 fn workgroup_exclusive_scan(value: u32, local: u32) -> vec2u {
@@ -31,63 +42,126 @@ fn workgroup_exclusive_scan(value: u32, local: u32) -> vec2u {
   workgroupBarrier();
   return vec2u(inclusive - value, total);
 }
-
-@compute @workgroup_size(256)
-fn scan_reduce(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
-    @builtin(local_invocation_index) local: u32) {
-  let b = linear_workgroup(group, groups);
-  let first = b * (256u * 4u) + local * 4u;
-  var sum = 0u;
-  for (var j = 0u; j < 4u; j++) {
-    let i = first + j;
-    if (i < scan_length()) { sum += scan_value(i); }
-  }
-  let scanned = workgroup_exclusive_scan(sum, local);
-  if (local == 0u && b < scan_blocks()) { block_sums[b] = scanned.y; }
+fn tile_scan(value: u32, local: u32, lane: u32, width: u32) -> vec2u {
+  return workgroup_exclusive_scan(value, local);
 }
 
-@compute @workgroup_size(256)
-fn scan_spine(@builtin(local_invocation_index) local: u32) {
-  var carry = 0u;
-  let blocks = scan_blocks();
-  for (var start = 0u; start < blocks; start += (256u * 4u)) {
-    var values = array<u32, 4>();
-    var sum = 0u;
-    for (var j = 0u; j < 4u; j++) {
-      let i = start + local * 4u + j;
-      if (i < blocks) { values[j] = block_sums[i]; }
-      sum += values[j];
-    }
-    let scanned = workgroup_exclusive_scan(sum, local);
-    var running = carry + scanned.x;
-    for (var j = 0u; j < 4u; j++) {
-      let i = start + local * 4u + j;
-      if (i < blocks) { block_sums[i] = running; }
-      running += values[j];
-    }
-    carry += scanned.y;
-  }
-  if (local == 0u) { scan_total(carry); }
+// chain[0]: the next tile to claim; chain[1 + 2 t] and chain[2 + 2 t]: the low and the high
+// 16 bits of tile t's published value, each with the flag (0 while nothing is published).
+fn publish(tile: u32, flag: u32, value: u32) {
+  atomicStore(&chain[1u + 2u * tile], flag | (value & 0xffffu));
+  atomicStore(&chain[2u + 2u * tile], flag | (value >> 16u));
 }
 
-@compute @workgroup_size(256)
-fn scan_apply(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
-    @builtin(local_invocation_index) local: u32) {
-  let b = linear_workgroup(group, groups);
-  let first = b * (256u * 4u) + local * 4u;
-  var values = array<u32, 4>();
+// (flag, value) of a tile; flag 0 while it is unpublished or the halves disagree.
+fn tile_status(tile: u32) -> vec2u {
+  let low = atomicLoad(&chain[1u + 2u * tile]);
+  let high = atomicLoad(&chain[2u + 2u * tile]);
+  let flag = low & FLAG_MASK;
+  if (flag != (high & FLAG_MASK)) { return vec2u(0u, 0u); }
+  return vec2u(flag, (low & 0xffffu) | (high << 16u));
+}
+
+fn vector_count() -> u32 { return (params.n + 3u) / 4u; }
+
+fn sum4(v: vec4u) -> u32 { return v.x + v.y + v.z + v.w; }
+
+// The sum of a tile's items, from the input.
+fn reduce_tile(tile: u32, local: u32, lane: u32, width: u32) -> u32 {
   var sum = 0u;
-  for (var j = 0u; j < 4u; j++) {
-    let i = first + j;
-    if (i < scan_length()) { values[j] = scan_value(i); }
-    sum += values[j];
+  for (var k = 0u; k < VECTORS; k++) {
+    let v = tile * TILE_VECTORS + local * VECTORS + k;
+    if (v < vector_count()) { sum += sum4(scan_items(x[v], v * 4u)); }
   }
-  let scanned = workgroup_exclusive_scan(sum, local);
-  if (b >= scan_blocks()) { return; }
-  var running = block_sums[b] + scanned.x;
-  for (var j = 0u; j < 4u; j++) {
-    let i = first + j;
-    if (i < scan_length()) { scan_store(i, running); }
-    running += values[j];
+  return tile_scan(sum, local, lane, width).y;
+}
+
+var<workgroup> claimed_tile: u32;
+var<workgroup> look: array<vec2u, LOOK_BACK>;
+var<workgroup> look_step: vec3u;
+
+// The sum of every tile before `tile` (> 0). Invocations read LOOK_BACK predecessors at once;
+// invocation 0 adds them up, nearest first, until a published prefix or an unpublished tile.
+fn look_back(tile: u32, local: u32, lane: u32, width: u32) -> u32 {
+  var prefix = 0u;
+  var next = tile;  // tiles before `next` are not accounted for yet
+  loop {
+    if (local < LOOK_BACK) {
+      var status = vec2u(FLAG_PREFIX, 0u);  // before tile 0: nothing
+      if (local < next) {
+        let t = next - 1u - local;
+        status = tile_status(t);
+        for (var spin = 0u; spin < SPINS && status.x == 0u; spin++) { status = tile_status(t); }
+      }
+      look[local] = status;
+    }
+    workgroupBarrier();
+    if (local == 0u) {
+      var step = vec3u(0u);  // tiles accounted for, their sum, whether a prefix ended the walk
+      for (var l = 0u; l < LOOK_BACK; l++) {
+        let status = look[l];
+        if (status.x == 0u) { break; }
+        step.x += 1u;
+        step.y += status.y;
+        if (status.x == FLAG_PREFIX) {
+          step.z = 1u;
+          break;
+        }
+      }
+      look_step = step;
+    }
+    let step = workgroupUniformLoad(&look_step);
+    prefix += step.y;
+    if (step.z != 0u) { break; }
+    next -= step.x;
+    if (step.x == 0u) {
+      // The nearest unaccounted tile published nothing: reduce it here instead of waiting.
+      prefix += reduce_tile(next - 1u, local, lane, width);
+      next -= 1u;
+    }
+  }
+  return prefix;
+}
+
+@compute @workgroup_size(WG)
+fn scan_clear(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+    @builtin(local_invocation_index) local: u32) {
+  let i = linear_workgroup(group, groups) * WG + local;
+  if (i < 1u + 2u * params.tiles) { atomicStore(&chain[i], 0u); }
+}
+
+@compute @workgroup_size(WG)
+fn scan_tiles(@builtin(local_invocation_index) local: u32) {
+  let lane = 0u;
+  let width = 1u;
+  if (local == 0u) { claimed_tile = atomicAdd(&chain[0], 1u); }
+  let tile = workgroupUniformLoad(&claimed_tile);
+  let first = tile * TILE_VECTORS + local * VECTORS;
+  var raw = array<vec4u, VECTORS>();
+  var items = array<vec4u, VECTORS>();
+  var sum = 0u;
+  for (var k = 0u; k < VECTORS; k++) {
+    let v = first + k;
+    if (v < vector_count()) {
+      raw[k] = x[v];
+      items[k] = scan_items(raw[k], v * 4u);
+    }
+    sum += sum4(items[k]);
+  }
+  let scanned = tile_scan(sum, local, lane, width);
+  if (local == 0u) {
+    publish(tile, select(FLAG_AGGREGATE, FLAG_PREFIX, tile == 0u), scanned.y);
+  }
+  var prefix = 0u;
+  if (tile != 0u) { prefix = look_back(tile, local, lane, width); }
+  if (local == 0u) {
+    if (tile != 0u) { publish(tile, FLAG_PREFIX, prefix + scanned.y); }
+    if (tile + 1u == params.tiles) { scan_total(prefix + scanned.y); }
+  }
+  var running = prefix + scanned.x;
+  for (var k = 0u; k < VECTORS; k++) {
+    let v = first + k;
+    if (v < vector_count()) { scan_store(v, raw[k], items[k], running); }
+    running += sum4(items[k]);
   }
 }
