@@ -198,12 +198,13 @@ std::string entry_points(const ChainedScanShape& shape) {
          "    if (tile != 0u) { publish(tile, FLAG_PREFIX, prefix + scanned.y); }\n"
          "    if (tile + 1u == params.tiles) { scan_total(prefix + scanned.y); }\n"
          "  }\n"
-         "  var running = prefix + scanned.x;\n"
+         "  var offset = scanned.x;\n"
          "  for (var k = 0u; k < VECTORS; k++) {\n"
          "    let v = first + k;\n"
-         "    if (v < vector_count()) { scan_store(v, raw[k], items[k], running); }\n"
-         "    running += sum4(items[k]);\n"
+         "    if (v < vector_count()) { scan_store(v, raw[k], items[k], prefix, offset); }\n"
+         "    offset += sum4(items[k]);\n"
          "  }\n"
+         "  scan_finish_tile(prefix, scanned.y, local);\n"
          "}\n";
 }
 

@@ -2,7 +2,8 @@
 //
 // Stream compaction as a single-pass chained scan over keep-flags (chained_scan.cpp): each
 // workgroup counts its tile's kept elements, takes its offset by decoupled look-back and scatters
-// them; the last tile writes the count. Values move as raw bits, and the comparison uses
+// them, gathered in workgroup memory first so that the stores are coalesced; the last tile writes
+// the count. Values move as raw bits, and the comparison uses
 // order-preserving integer keys, so results are exact whatever the adapter does with subnormals.
 // Semantics: IEEE `>` (so -0 > +0 is false); NaN is never kept; a NaN threshold keeps nothing.
 // Knobs: workgroup_size, vectors_per_invocation (consecutive vec4 each), use_subgroups.
@@ -38,8 +39,24 @@ class CompactF32 final : public KernelDefinition {
 
   std::vector<KnobSpec> knobs() const override {
     return {{"workgroup_size", "invocations per workgroup", {64, 128, 256, 512, 1024}, 256},
-            {"vectors_per_invocation", "consecutive vec4 per invocation", {1, 2, 4}, 1},
+            {"vectors_per_invocation", "consecutive vec4 per invocation", {1, 2, 4, 8, 16}, 1},
             {"use_subgroups", "scan within subgroups first", {0, 1}, 0}};
+  }
+
+  // The staged tile (16 bytes per vector) and the workgroup scan's scratch must fit.
+  Status check_resources(const Schedule& schedule,
+                         const DeviceCapabilities& device) const override {
+    const std::uint64_t wg = knob(schedule, "workgroup_size");
+    const std::uint64_t bytes = wg * knob(schedule, "vectors_per_invocation") * 16 + wg * 4 + 512;
+    if (bytes > device.max_workgroup_storage_size) {
+      return Error(
+          ErrorKind::kInvalidInput,
+          "Knobs workgroup_size (" + std::to_string(wg) + ") and vectors_per_invocation (" +
+              knob_string(schedule, "vectors_per_invocation") + ") need " + std::to_string(bytes) +
+              " bytes of workgroup memory, more than maxComputeWorkgroupStorageSize (" +
+              std::to_string(device.max_workgroup_storage_size) + ").");
+    }
+    return Ok{};
   }
 
   std::vector<KernelBinding> bindings() const override {
@@ -74,12 +91,18 @@ class CompactF32 final : public KernelDefinition {
         "  let inside = first + vec4u(0u, 1u, 2u, 3u) < vec4u(params.n);\n"
         "  return select(vec4u(0u), vec4u(1u), kept & inside);\n"
         "}\n"
-        "fn scan_store(v: u32, raw: vec4u, items: vec4u, prefix: u32) {\n"
-        "  var at = prefix;\n"
+        "// The tile's kept values gather here, so that they go out in coalesced stores.\n"
+        "var<workgroup> staged: array<u32, TILE_VECTORS * 4u>;\n"
+        "fn scan_store(v: u32, raw: vec4u, items: vec4u, tile_prefix: u32, offset: u32) {\n"
+        "  var at = offset;\n"
         "  for (var c = 0u; c < 4u; c++) {\n"
-        "    if (items[c] != 0u) { y[at] = raw[c]; }\n"
+        "    if (items[c] != 0u) { staged[at] = raw[c]; }\n"
         "    at += items[c];\n"
         "  }\n"
+        "}\n"
+        "fn scan_finish_tile(tile_prefix: u32, tile_total: u32, local: u32) {\n"
+        "  workgroupBarrier();\n"
+        "  for (var i = local; i < tile_total; i += WG) { y[tile_prefix + i] = staged[i]; }\n"
         "}\n"
         "fn scan_total(total: u32) { count[0] = total; }\n");
   }

@@ -118,9 +118,14 @@ struct ChainedScanShape {
 // `chain: array<atomic<u32>>` (1 + 2 tiles words of scratch), and
 //   fn scan_items(raw: vec4u, first: u32) -> vec4u    the items of elements first .. first + 3
 //                                                     (0 for those at or past n);
-//   fn scan_store(v: u32, raw: vec4u, items: vec4u, prefix: u32)
-//                                                     vector v, given the exclusive prefix of
-//                                                     its first element;
+//   fn scan_store(v: u32, raw: vec4u, items: vec4u, tile_prefix: u32, offset: u32)
+//                                                     vector v, whose first element's exclusive
+//                                                     prefix is tile_prefix + offset (offset:
+//                                                     within the tile);
+//   fn scan_finish_tile(tile_prefix: u32, tile_total: u32, local: u32)
+//                                                     called by every invocation after its
+//                                                     stores, in uniform control flow (it may
+//                                                     use barriers);
 //   fn scan_total(total: u32)                         the sum of all items (called once).
 std::string chained_scan_wgsl(const ChainedScanShape& shape, const std::string& declarations);
 // Tiles of a problem of n elements (at least one, so that scan_total is always called).

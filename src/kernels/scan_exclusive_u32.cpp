@@ -25,7 +25,7 @@ class ScanExclusiveU32 final : public KernelDefinition {
 
   std::vector<KnobSpec> knobs() const override {
     return {{"workgroup_size", "invocations per workgroup", {64, 128, 256, 512, 1024}, 256},
-            {"vectors_per_invocation", "consecutive vec4 per invocation", {1, 2, 4}, 1},
+            {"vectors_per_invocation", "consecutive vec4 per invocation", {1, 2, 4, 8, 16}, 1},
             {"use_subgroups", "scan within subgroups first", {0, 1}, 0}};
   }
 
@@ -49,9 +49,11 @@ class ScanExclusiveU32 final : public KernelDefinition {
         "fn scan_items(raw: vec4u, first: u32) -> vec4u {\n"
         "  return select(vec4u(0u), raw, first + vec4u(0u, 1u, 2u, 3u) < vec4u(params.n));\n"
         "}\n"
-        "fn scan_store(v: u32, raw: vec4u, items: vec4u, prefix: u32) {\n"
-        "  y[v] = prefix + vec4u(0u, items.x, items.x + items.y, items.x + items.y + items.z);\n"
+        "fn scan_store(v: u32, raw: vec4u, items: vec4u, tile_prefix: u32, offset: u32) {\n"
+        "  y[v] = tile_prefix + offset +\n"
+        "         vec4u(0u, items.x, items.x + items.y, items.x + items.y + items.z);\n"
         "}\n"
+        "fn scan_finish_tile(tile_prefix: u32, tile_total: u32, local: u32) {}\n"
         "fn scan_total(total: u32) {}\n");
   }
 

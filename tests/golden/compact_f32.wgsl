@@ -21,12 +21,18 @@ fn scan_items(raw: vec4u, first: u32) -> vec4u {
   let inside = first + vec4u(0u, 1u, 2u, 3u) < vec4u(params.n);
   return select(vec4u(0u), vec4u(1u), kept & inside);
 }
-fn scan_store(v: u32, raw: vec4u, items: vec4u, prefix: u32) {
-  var at = prefix;
+// The tile's kept values gather here, so that they go out in coalesced stores.
+var<workgroup> staged: array<u32, TILE_VECTORS * 4u>;
+fn scan_store(v: u32, raw: vec4u, items: vec4u, tile_prefix: u32, offset: u32) {
+  var at = offset;
   for (var c = 0u; c < 4u; c++) {
-    if (items[c] != 0u) { y[at] = raw[c]; }
+    if (items[c] != 0u) { staged[at] = raw[c]; }
     at += items[c];
   }
+}
+fn scan_finish_tile(tile_prefix: u32, tile_total: u32, local: u32) {
+  workgroupBarrier();
+  for (var i = local; i < tile_total; i += WG) { y[tile_prefix + i] = staged[i]; }
 }
 fn scan_total(total: u32) { count[0] = total; }
 
@@ -171,10 +177,11 @@ fn compact_tiles(@builtin(local_invocation_index) local: u32) {
     if (tile != 0u) { publish(tile, FLAG_PREFIX, prefix + scanned.y); }
     if (tile + 1u == params.tiles) { scan_total(prefix + scanned.y); }
   }
-  var running = prefix + scanned.x;
+  var offset = scanned.x;
   for (var k = 0u; k < VECTORS; k++) {
     let v = first + k;
-    if (v < vector_count()) { scan_store(v, raw[k], items[k], running); }
-    running += sum4(items[k]);
+    if (v < vector_count()) { scan_store(v, raw[k], items[k], prefix, offset); }
+    offset += sum4(items[k]);
   }
+  scan_finish_tile(prefix, scanned.y, local);
 }

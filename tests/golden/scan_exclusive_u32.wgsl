@@ -12,9 +12,11 @@ struct Params { n: u32, tiles: u32 }
 fn scan_items(raw: vec4u, first: u32) -> vec4u {
   return select(vec4u(0u), raw, first + vec4u(0u, 1u, 2u, 3u) < vec4u(params.n));
 }
-fn scan_store(v: u32, raw: vec4u, items: vec4u, prefix: u32) {
-  y[v] = prefix + vec4u(0u, items.x, items.x + items.y, items.x + items.y + items.z);
+fn scan_store(v: u32, raw: vec4u, items: vec4u, tile_prefix: u32, offset: u32) {
+  y[v] = tile_prefix + offset +
+         vec4u(0u, items.x, items.x + items.y, items.x + items.y + items.z);
 }
+fn scan_finish_tile(tile_prefix: u32, tile_total: u32, local: u32) {}
 fn scan_total(total: u32) {}
 
 const WG: u32 = 256u;
@@ -158,10 +160,11 @@ fn scan_tiles(@builtin(local_invocation_index) local: u32) {
     if (tile != 0u) { publish(tile, FLAG_PREFIX, prefix + scanned.y); }
     if (tile + 1u == params.tiles) { scan_total(prefix + scanned.y); }
   }
-  var running = prefix + scanned.x;
+  var offset = scanned.x;
   for (var k = 0u; k < VECTORS; k++) {
     let v = first + k;
-    if (v < vector_count()) { scan_store(v, raw[k], items[k], running); }
-    running += sum4(items[k]);
+    if (v < vector_count()) { scan_store(v, raw[k], items[k], prefix, offset); }
+    offset += sum4(items[k]);
   }
+  scan_finish_tile(prefix, scanned.y, local);
 }
