@@ -155,6 +155,60 @@ fn look_back(tile: u32, local: u32, lane: u32, width: u32) -> u32 {
 }
 )";
 
+// WGSL that loads the tile's vectors into raw[k] and items[k] and sets offsets[k] (the exclusive
+// prefix of vector k's first element within the tile) and tile_total.
+std::string load_and_scan_tile(const ChainedScanShape& shape) {
+  const std::string load =
+      "    let v = vector_index(tile, local, k);\n"
+      "    if (v < vector_count()) {\n"
+      "      raw[k] = x[v];\n"
+      "      items[k] = scan_items(raw[k], v * 4u);\n"
+      "    }\n";
+  const std::string arrays =
+      "  var raw = array<vec4u, VECTORS>();\n"
+      "  var items = array<vec4u, VECTORS>();\n"
+      "  var offsets = array<u32, VECTORS>();\n";
+  if (!shape.subgroups) {
+    // Blocked: an invocation's vectors are consecutive, so one workgroup scan of the
+    // invocations' sums serves them all.
+    return arrays +
+           "  var sum = 0u;\n"
+           "  for (var k = 0u; k < VECTORS; k++) {\n" +
+           load +
+           "    offsets[k] = sum;\n"
+           "    sum += sum4(items[k]);\n"
+           "  }\n"
+           "  let scanned = tile_scan(sum, local, lane, width);\n"
+           "  for (var k = 0u; k < VECTORS; k++) { offsets[k] += scanned.x; }\n"
+           "  let tile_total = scanned.y;\n";
+  }
+  // Striped: row k of the tile is WG consecutive vectors, one per invocation, so every load and
+  // store of a subgroup is contiguous. Each row is scanned within subgroups, then the subgroup
+  // sums of all rows are combined after one barrier.
+  return arrays +
+         "  let group = local / width;\n"
+         "  for (var k = 0u; k < VECTORS; k++) {\n" +
+         load +
+         "    let sum = sum4(items[k]);\n"
+         "    let inclusive = subgroupInclusiveAdd(sum);\n"
+         "    offsets[k] = inclusive - sum;\n"
+         "    if (lane == width - 1u) { row_sums[k * ROW_GROUPS + group] = inclusive; }\n"
+         "  }\n"
+         "  workgroupBarrier();\n"
+         "  var tile_total = 0u;\n"
+         "  for (var k = 0u; k < VECTORS; k++) {\n"
+         "    var before = 0u;\n"
+         "    var row = 0u;\n"
+         "    for (var g = 0u; g < max(1u, WG / width); g++) {\n"
+         "      let sum = row_sums[k * ROW_GROUPS + g];\n"
+         "      before += select(0u, sum, g < group);\n"
+         "      row += sum;\n"
+         "    }\n"
+         "    offsets[k] += tile_total + before;\n"
+         "    tile_total += row;\n"
+         "  }\n";
+}
+
 std::string entry_points(const ChainedScanShape& shape) {
   const std::string name = shape.name;
   const std::string subgroup_builtins =
@@ -162,7 +216,18 @@ std::string entry_points(const ChainedScanShape& shape) {
           ? ",\n    @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) width: u32"
           : "";
   const std::string lanes = shape.subgroups ? "" : "  let lane = 0u;\n  let width = 1u;\n";
-  return "\n@compute @workgroup_size(WG)\n"
+  const std::string vector_index = shape.subgroups ? "tile * TILE_VECTORS + k * WG + local"
+                                                   : "tile * TILE_VECTORS + local * VECTORS + k";
+  const std::string row_sums =
+      shape.subgroups
+          ? "const ROW_GROUPS: u32 = " + std::to_string(std::max(1u, shape.workgroup_size / 4)) +
+                "u;  // subgroups of at least 4\n"
+                "var<workgroup> row_sums: array<u32, VECTORS * ROW_GROUPS>;\n"
+          : "";
+  return "\n" + row_sums + "fn vector_index(tile: u32, local: u32, k: u32) -> u32 { return " +
+         vector_index +
+         "; }\n"
+         "\n@compute @workgroup_size(WG)\n"
          "fn " +
          name +
          "_clear(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,\n"
@@ -175,36 +240,22 @@ std::string entry_points(const ChainedScanShape& shape) {
          name + "_tiles(@builtin(local_invocation_index) local: u32" + subgroup_builtins + ") {\n" +
          lanes +
          "  if (local == 0u) { claimed_tile = atomicAdd(&chain[0], 1u); }\n"
-         "  let tile = workgroupUniformLoad(&claimed_tile);\n"
-         "  let first = tile * TILE_VECTORS + local * VECTORS;\n"
-         "  var raw = array<vec4u, VECTORS>();\n"
-         "  var items = array<vec4u, VECTORS>();\n"
-         "  var sum = 0u;\n"
-         "  for (var k = 0u; k < VECTORS; k++) {\n"
-         "    let v = first + k;\n"
-         "    if (v < vector_count()) {\n"
-         "      raw[k] = x[v];\n"
-         "      items[k] = scan_items(raw[k], v * 4u);\n"
-         "    }\n"
-         "    sum += sum4(items[k]);\n"
-         "  }\n"
-         "  let scanned = tile_scan(sum, local, lane, width);\n"
+         "  let tile = workgroupUniformLoad(&claimed_tile);\n" +
+         load_and_scan_tile(shape) +
          "  if (local == 0u) {\n"
-         "    publish(tile, select(FLAG_AGGREGATE, FLAG_PREFIX, tile == 0u), scanned.y);\n"
+         "    publish(tile, select(FLAG_AGGREGATE, FLAG_PREFIX, tile == 0u), tile_total);\n"
          "  }\n"
          "  var prefix = 0u;\n"
          "  if (tile != 0u) { prefix = look_back(tile, local, lane, width); }\n"
          "  if (local == 0u) {\n"
-         "    if (tile != 0u) { publish(tile, FLAG_PREFIX, prefix + scanned.y); }\n"
-         "    if (tile + 1u == params.tiles) { scan_total(prefix + scanned.y); }\n"
+         "    if (tile != 0u) { publish(tile, FLAG_PREFIX, prefix + tile_total); }\n"
+         "    if (tile + 1u == params.tiles) { scan_total(prefix + tile_total); }\n"
          "  }\n"
-         "  var offset = scanned.x;\n"
          "  for (var k = 0u; k < VECTORS; k++) {\n"
-         "    let v = first + k;\n"
-         "    if (v < vector_count()) { scan_store(v, raw[k], items[k], prefix, offset); }\n"
-         "    offset += sum4(items[k]);\n"
+         "    let v = vector_index(tile, local, k);\n"
+         "    if (v < vector_count()) { scan_store(v, raw[k], items[k], prefix, offsets[k]); }\n"
          "  }\n"
-         "  scan_finish_tile(prefix, scanned.y, local);\n"
+         "  scan_finish_tile(prefix, tile_total, local);\n"
          "}\n";
 }
 
@@ -214,6 +265,21 @@ std::string chained_scan_wgsl(const ChainedScanShape& shape, const std::string& 
   return std::string(shape.subgroups ? "enable subgroups;\n" : "") + kLinearWorkgroupWgsl + "\n" +
          declarations + "\n" + constants(shape) + tile_scan(shape) + kChainWgsl +
          entry_points(shape);
+}
+
+Status check_chained_scan_resources(const ChainedScanShape& shape, std::uint64_t caller_bytes,
+                                    const DeviceCapabilities& device) {
+  const std::uint64_t wg = shape.workgroup_size;
+  const std::uint64_t scan_bytes =
+      shape.subgroups ? (std::max<std::uint64_t>(1, wg / 4) * (1 + shape.vectors)) * 4 : wg * 4;
+  const std::uint64_t bytes = scan_bytes + kLookBackWindow * 8 + 32 + caller_bytes;
+  if (bytes <= device.max_workgroup_storage_size) return Ok{};
+  return Error(ErrorKind::kInvalidInput,
+               "Knobs workgroup_size (" + std::to_string(wg) + "), vectors_per_invocation (" +
+                   std::to_string(shape.vectors) + ") and use_subgroups (" +
+                   std::to_string(shape.subgroups ? 1 : 0) + ") need " + std::to_string(bytes) +
+                   " bytes of workgroup memory, more than maxComputeWorkgroupStorageSize (" +
+                   std::to_string(device.max_workgroup_storage_size) + ").");
 }
 
 std::uint64_t chained_scan_tiles(std::uint64_t n, const ChainedScanShape& shape) {

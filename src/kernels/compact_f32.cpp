@@ -43,20 +43,12 @@ class CompactF32 final : public KernelDefinition {
             {"use_subgroups", "scan within subgroups first", {0, 1}, 0}};
   }
 
-  // The staged tile (16 bytes per vector) and the workgroup scan's scratch must fit.
+  // The staged tile (16 bytes per vector) must fit next to the scan's own workgroup memory.
   Status check_resources(const Schedule& schedule,
                          const DeviceCapabilities& device) const override {
-    const std::uint64_t wg = knob(schedule, "workgroup_size");
-    const std::uint64_t bytes = wg * knob(schedule, "vectors_per_invocation") * 16 + wg * 4 + 512;
-    if (bytes > device.max_workgroup_storage_size) {
-      return Error(
-          ErrorKind::kInvalidInput,
-          "Knobs workgroup_size (" + std::to_string(wg) + ") and vectors_per_invocation (" +
-              knob_string(schedule, "vectors_per_invocation") + ") need " + std::to_string(bytes) +
-              " bytes of workgroup memory, more than maxComputeWorkgroupStorageSize (" +
-              std::to_string(device.max_workgroup_storage_size) + ").");
-    }
-    return Ok{};
+    const ChainedScanShape scan = shape(schedule);
+    return check_chained_scan_resources(
+        scan, std::uint64_t{scan.workgroup_size} * scan.vectors * 16, device);
   }
 
   std::vector<KernelBinding> bindings() const override {

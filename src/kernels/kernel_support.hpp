@@ -128,6 +128,10 @@ struct ChainedScanShape {
 //                                                     use barriers);
 //   fn scan_total(total: u32)                         the sum of all items (called once).
 std::string chained_scan_wgsl(const ChainedScanShape& shape, const std::string& declarations);
+// An error naming the knobs when the scan's workgroup memory plus the caller's `caller_bytes`
+// exceed the device's limit.
+Status check_chained_scan_resources(const ChainedScanShape& shape, std::uint64_t caller_bytes,
+                                    const DeviceCapabilities& device);
 // Tiles of a problem of n elements (at least one, so that scan_total is always called).
 std::uint64_t chained_scan_tiles(std::uint64_t n, const ChainedScanShape& shape);
 // The two passes: clear the chain, then scan the tiles.

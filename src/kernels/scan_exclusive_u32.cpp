@@ -29,6 +29,11 @@ class ScanExclusiveU32 final : public KernelDefinition {
             {"use_subgroups", "scan within subgroups first", {0, 1}, 0}};
   }
 
+  Status check_resources(const Schedule& schedule,
+                         const DeviceCapabilities& device) const override {
+    return check_chained_scan_resources(shape(schedule), 0, device);
+  }
+
   std::vector<KernelBinding> bindings() const override {
     return {{0, 0, BindingKind::kUniform, "params"},
             {0, 1, BindingKind::kStorageRead, "x"},

@@ -125,6 +125,8 @@ fn look_back(tile: u32, local: u32, lane: u32, width: u32) -> u32 {
   return prefix;
 }
 
+fn vector_index(tile: u32, local: u32, k: u32) -> u32 { return tile * TILE_VECTORS + local * VECTORS + k; }
+
 @compute @workgroup_size(WG)
 fn scan_clear(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
     @builtin(local_invocation_index) local: u32) {
@@ -138,33 +140,34 @@ fn scan_tiles(@builtin(local_invocation_index) local: u32) {
   let width = 1u;
   if (local == 0u) { claimed_tile = atomicAdd(&chain[0], 1u); }
   let tile = workgroupUniformLoad(&claimed_tile);
-  let first = tile * TILE_VECTORS + local * VECTORS;
   var raw = array<vec4u, VECTORS>();
   var items = array<vec4u, VECTORS>();
+  var offsets = array<u32, VECTORS>();
   var sum = 0u;
   for (var k = 0u; k < VECTORS; k++) {
-    let v = first + k;
+    let v = vector_index(tile, local, k);
     if (v < vector_count()) {
       raw[k] = x[v];
       items[k] = scan_items(raw[k], v * 4u);
     }
+    offsets[k] = sum;
     sum += sum4(items[k]);
   }
   let scanned = tile_scan(sum, local, lane, width);
+  for (var k = 0u; k < VECTORS; k++) { offsets[k] += scanned.x; }
+  let tile_total = scanned.y;
   if (local == 0u) {
-    publish(tile, select(FLAG_AGGREGATE, FLAG_PREFIX, tile == 0u), scanned.y);
+    publish(tile, select(FLAG_AGGREGATE, FLAG_PREFIX, tile == 0u), tile_total);
   }
   var prefix = 0u;
   if (tile != 0u) { prefix = look_back(tile, local, lane, width); }
   if (local == 0u) {
-    if (tile != 0u) { publish(tile, FLAG_PREFIX, prefix + scanned.y); }
-    if (tile + 1u == params.tiles) { scan_total(prefix + scanned.y); }
+    if (tile != 0u) { publish(tile, FLAG_PREFIX, prefix + tile_total); }
+    if (tile + 1u == params.tiles) { scan_total(prefix + tile_total); }
   }
-  var offset = scanned.x;
   for (var k = 0u; k < VECTORS; k++) {
-    let v = first + k;
-    if (v < vector_count()) { scan_store(v, raw[k], items[k], prefix, offset); }
-    offset += sum4(items[k]);
+    let v = vector_index(tile, local, k);
+    if (v < vector_count()) { scan_store(v, raw[k], items[k], prefix, offsets[k]); }
   }
-  scan_finish_tile(prefix, scanned.y, local);
+  scan_finish_tile(prefix, tile_total, local);
 }
