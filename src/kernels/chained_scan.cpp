@@ -25,8 +25,9 @@ namespace {
 
 // Polls of one predecessor before reducing it from the input instead.
 constexpr std::uint32_t kSpins = 64;
-// Predecessors examined at once.
-constexpr std::uint32_t kLookBackWindow = 32;
+// Predecessors examined at once (at most one per invocation): enough to reach a published
+// prefix in one step while a few hundred tiles are in flight.
+constexpr std::uint32_t kLookBackWindow = 256;
 
 std::string constants(const ChainedScanShape& shape) {
   return "const WG: u32 = " + std::to_string(shape.workgroup_size) +
@@ -108,47 +109,54 @@ fn reduce_tile(tile: u32, local: u32, lane: u32, width: u32) -> u32 {
 }
 
 var<workgroup> claimed_tile: u32;
-var<workgroup> look: array<vec2u, LOOK_BACK>;
-var<workgroup> look_step: vec3u;
+// The walk's shared state: the nearest predecessor in the window that is not an aggregate, as
+// 2 * distance + (0 for a prefix, 1 for unpublished), or LOOK_NONE; and the sum of the values
+// up to it.
+const LOOK_NONE: u32 = 0xffffffffu;
+var<workgroup> look_stop: atomic<u32>;
+var<workgroup> look_sum: atomic<u32>;
+var<workgroup> look_step: vec2u;
 
-// The sum of every tile before `tile` (> 0). Invocations read LOOK_BACK predecessors at once;
-// invocation 0 adds them up, nearest first, until a published prefix or an unpublished tile.
+// The sum of every tile before `tile` (> 0). Invocation l reads the l-th predecessor not yet
+// accounted for, polling it while it is unpublished; the window's values are added up to the
+// nearest published prefix (done) or unpublished tile (read again, then reduced here).
 fn look_back(tile: u32, local: u32, lane: u32, width: u32) -> u32 {
   var prefix = 0u;
   var next = tile;  // tiles before `next` are not accounted for yet
   loop {
-    if (local < LOOK_BACK) {
-      var status = vec2u(FLAG_PREFIX, 0u);  // before tile 0: nothing
-      if (local < next) {
-        let t = next - 1u - local;
-        status = tile_status(t);
-        for (var spin = 0u; spin < SPINS && status.x == 0u; spin++) { status = tile_status(t); }
-      }
-      look[local] = status;
+    var status = vec2u(FLAG_PREFIX, 0u);  // before tile 0: nothing
+    if (local < LOOK_BACK && local < next) {
+      let t = next - 1u - local;
+      status = tile_status(t);
+      for (var spin = 0u; spin < SPINS && status.x == 0u; spin++) { status = tile_status(t); }
+    }
+    if (local < LOOK_BACK && status.x != FLAG_AGGREGATE) {
+      atomicMin(&look_stop, 2u * local + select(1u, 0u, status.x == FLAG_PREFIX));
+    }
+    workgroupBarrier();
+    let stop = atomicLoad(&look_stop);
+    if (local < LOOK_BACK && 2u * local <= stop) {
+      atomicAdd(&look_sum, status.y);
     }
     workgroupBarrier();
     if (local == 0u) {
-      var step = vec3u(0u);  // tiles accounted for, their sum, whether a prefix ended the walk
-      for (var l = 0u; l < LOOK_BACK; l++) {
-        let status = look[l];
-        if (status.x == 0u) { break; }
-        step.x += 1u;
-        step.y += status.y;
-        if (status.x == FLAG_PREFIX) {
-          step.z = 1u;
-          break;
-        }
-      }
-      look_step = step;
+      look_step = vec2u(stop, atomicLoad(&look_sum));
+      atomicStore(&look_stop, LOOK_NONE);
+      atomicStore(&look_sum, 0u);
     }
     let step = workgroupUniformLoad(&look_step);
     prefix += step.y;
-    if (step.z != 0u) { break; }
-    next -= step.x;
-    if (step.x == 0u) {
-      // The nearest unaccounted tile published nothing: reduce it here instead of waiting.
-      prefix += reduce_tile(next - 1u, local, lane, width);
-      next -= 1u;
+    if (step.x == LOOK_NONE) {
+      next -= LOOK_BACK;  // a window of aggregates
+    } else if ((step.x & 1u) == 0u) {
+      break;  // reached a prefix
+    } else {
+      next -= step.x / 2u;  // the aggregates before an unpublished tile
+      if (step.x == 1u) {
+        // The nearest unaccounted tile published nothing: reduce it here instead of waiting.
+        prefix += reduce_tile(next - 1u, local, lane, width);
+        next -= 1u;
+      }
     }
   }
   return prefix;
@@ -239,7 +247,11 @@ std::string entry_points(const ChainedScanShape& shape) {
          "fn " +
          name + "_tiles(@builtin(local_invocation_index) local: u32" + subgroup_builtins + ") {\n" +
          lanes +
-         "  if (local == 0u) { claimed_tile = atomicAdd(&chain[0], 1u); }\n"
+         "  if (local == 0u) {\n"
+         "    claimed_tile = atomicAdd(&chain[0], 1u);\n"
+         "    atomicStore(&look_stop, LOOK_NONE);\n"
+         "    atomicStore(&look_sum, 0u);\n"
+         "  }\n"
          "  let tile = workgroupUniformLoad(&claimed_tile);\n" +
          load_and_scan_tile(shape) +
          "  if (local == 0u) {\n"
@@ -272,7 +284,7 @@ Status check_chained_scan_resources(const ChainedScanShape& shape, std::uint64_t
   const std::uint64_t wg = shape.workgroup_size;
   const std::uint64_t scan_bytes =
       shape.subgroups ? (std::max<std::uint64_t>(1, wg / 4) * (1 + shape.vectors)) * 4 : wg * 4;
-  const std::uint64_t bytes = scan_bytes + kLookBackWindow * 8 + 32 + caller_bytes;
+  const std::uint64_t bytes = scan_bytes + 32 + caller_bytes;
   if (bytes <= device.max_workgroup_storage_size) return Ok{};
   return Error(ErrorKind::kInvalidInput,
                "Knobs workgroup_size (" + std::to_string(wg) + "), vectors_per_invocation (" +
