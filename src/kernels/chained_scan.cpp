@@ -25,9 +25,6 @@ namespace {
 
 // Polls of one predecessor before reducing it from the input instead.
 constexpr std::uint32_t kSpins = 64;
-// Predecessors examined at once (at most one per invocation): enough to reach a published
-// prefix in one step while a few hundred tiles are in flight.
-constexpr std::uint32_t kLookBackWindow = 256;
 
 std::string constants(const ChainedScanShape& shape) {
   return "const WG: u32 = " + std::to_string(shape.workgroup_size) +
@@ -37,7 +34,7 @@ std::string constants(const ChainedScanShape& shape) {
          "u;  // vec4 per invocation, consecutive\n"
          "const TILE_VECTORS: u32 = WG * VECTORS;\n"
          "const LOOK_BACK: u32 = " +
-         std::to_string(std::min(kLookBackWindow, shape.workgroup_size)) +
+         std::to_string(std::min(shape.look_back_window, shape.workgroup_size)) +
          "u;\n"
          "const SPINS: u32 = " +
          std::to_string(kSpins) +

@@ -111,6 +111,9 @@ struct ChainedScanShape {
   std::uint32_t workgroup_size = 256;
   std::uint32_t vectors = 1;
   bool subgroups = false;
+  // Predecessors read at once by the look-back (at most one per invocation): a wide window
+  // reaches a published prefix in fewer steps, a narrow one polls the L2 cache less.
+  std::uint32_t look_back_window = 32;
 };
 
 // The whole WGSL module. `declarations` must define the uniform `params` with fields n (elements)

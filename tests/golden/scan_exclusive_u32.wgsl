@@ -22,7 +22,7 @@ fn scan_total(total: u32) {}
 const WG: u32 = 256u;
 const VECTORS: u32 = 1u;  // vec4 per invocation, consecutive
 const TILE_VECTORS: u32 = WG * VECTORS;
-const LOOK_BACK: u32 = 256u;
+const LOOK_BACK: u32 = 32u;
 const SPINS: u32 = 64u;
 const FLAG_AGGREGATE: u32 = 0x10000u;  // the tile's own sum
 const FLAG_PREFIX: u32 = 0x20000u;     // the sum of every tile up to this one
