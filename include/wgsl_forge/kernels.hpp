@@ -8,8 +8,10 @@
 //     own uniform `params` block (u32 words, f32 arguments bit-cast), filled from PassPlan::params;
 //   - grids are linear workgroup counts; the runtime lays large ones out in two dimensions and
 //     every kernel recovers its linear workgroup index as id.x + id.y * num_workgroups.x;
-//   - no kernel waits on another workgroup (WGSL promises no forward progress between them):
-//     anything that crosses workgroups is split into passes of one submission.
+//   - no kernel waits on another workgroup without bound (WGSL promises no forward progress
+//     between them): what crosses workgroups is split into passes of one submission, or, in the
+//     chained scan, a workgroup polls its predecessors a bounded number of times and then
+//     computes what it needs from the input itself.
 
 #include <cstdint>
 #include <map>
