@@ -123,6 +123,26 @@ TEST(KernelCatalogTest, IllegalSchedulesNameTheKnobTheValueAndTheLimit) {
   EXPECT_EQ(gemm.check_schedule(schedule, defaults).error().message(),
             "Knobs tile_m, tile_n and tile_k need 32768 bytes of workgroup memory, more than "
             "maxComputeWorkgroupStorageSize (16384).");
+
+  // The chained scan's workgroup memory grows with the tile when it scans row by row
+  // (subgroups) and, for compaction, with the staged tile.
+  const KernelDefinition& compact = *kernels::find_kernel("compact_f32").value();
+  schedule = kernels::parse_schedule_overrides(
+                 compact, "workgroup_size=256,vectors_per_invocation=16,use_subgroups=1")
+                 .value();
+  EXPECT_EQ(compact.check_schedule(schedule, large_adapter()).error().message(),
+            "Knobs workgroup_size (256), vectors_per_invocation (16) and use_subgroups (1) need "
+            "69920 bytes of workgroup memory, more than maxComputeWorkgroupStorageSize (49152).");
+  const KernelDefinition& scan = *kernels::find_kernel("scan_exclusive_u32").value();
+  schedule = kernels::parse_schedule_overrides(
+                 scan, "workgroup_size=1024,vectors_per_invocation=16,use_subgroups=1")
+                 .value();
+  EXPECT_TRUE(scan.check_schedule(schedule, large_adapter()).ok());
+  DeviceCapabilities minimal = large_adapter();
+  minimal.max_workgroup_storage_size = 16384;
+  EXPECT_EQ(scan.check_schedule(schedule, minimal).error().message(),
+            "Knobs workgroup_size (1024), vectors_per_invocation (16) and use_subgroups (1) need "
+            "17440 bytes of workgroup memory, more than maxComputeWorkgroupStorageSize (16384).");
 }
 
 TEST(KernelCatalogTest, ScheduleOverridesParseOrSayWhatIsWrong) {
