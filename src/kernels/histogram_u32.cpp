@@ -1,10 +1,14 @@
 // histogram_u32: counts[b] = number of i with x[i] % bins == b, for bins from 1 to 4096.
 //
-// Passes: "clear" zeroes the counts, "count" adds every element. Knobs: workgroup_size;
-// items_per_invocation (elements per invocation, `workgroup_size` apart); private_copies: 0 adds
-// straight to the global counts with atomics, 1 or 2 first count into that many copies of the
-// histogram in workgroup memory (4096 bins each: 16 KiB per copy, so 2 needs 32 KiB), spreading
-// the invocations over the copies to cut contention, and then flush the non-zero bins.
+// Passes: "clear" zeroes the counts, "count" adds every element. The input is read as vec4 in
+// chunks of workgroup_size * vectors_per_invocation vectors (each invocation's vectors
+// `workgroup_size` apart, so that loads are coalesced); each workgroup takes
+// chunks_per_workgroup consecutive chunks, which divides the cost of clearing and flushing its
+// private histograms (and the contention of the flush's global atomics on the same few bins) by
+// that many. private_copies: 0 adds straight to the global counts with atomics; 1 or 2 count into
+// that many copies of the histogram in workgroup memory (the invocations spread over them to cut
+// contention; up to 4096 bins, 16 KiB per copy), then add the non-zero bins to the global counts.
+// A power-of-two bin count takes a mask instead of the modulo.
 //
 // Oracle: the sequential count; exact, and the counts must sum to n. Bytes moved: 4 n.
 
@@ -22,12 +26,13 @@ constexpr std::uint32_t kMaxBins = 4096;
 class HistogramU32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "histogram_u32"; }
-  std::uint32_t revision() const override { return 1; }
+  std::uint32_t revision() const override { return 2; }
   std::string_view summary() const override { return "counts of x[i] % bins, bins from 1 to 4096"; }
 
   std::vector<KnobSpec> knobs() const override {
     return {{"workgroup_size", "invocations per workgroup", {64, 128, 256, 512, 1024}, 256},
-            {"items_per_invocation", "elements per invocation", {1, 2, 4, 8, 16}, 1},
+            {"vectors_per_invocation", "vec4 per invocation and chunk", {1, 2, 4}, 1},
+            {"chunks_per_workgroup", "consecutive chunks per workgroup", {1, 4, 16, 64}, 1},
             {"private_copies",
              "histogram copies in workgroup memory (0: global atomics only)",
              {0, 1, 2},
@@ -56,79 +61,87 @@ class HistogramU32 final : public KernelDefinition {
   std::vector<std::string> entry_points() const override { return {"clear", "count"}; }
 
   std::string generate_wgsl(const Schedule& schedule) const override {
-    const std::string wg = knob_string(schedule, "workgroup_size");
-    const std::string items = knob_string(schedule, "items_per_invocation");
     const std::uint32_t copies = knob(schedule, "private_copies");
-    std::string wgsl =
-        std::string(kLinearWorkgroupWgsl) +
-        "\nstruct Params { n: u32, bins: u32 }\n"
-        "@group(0) @binding(0) var<uniform> params: Params;\n"
-        "@group(0) @binding(1) var<storage, read> x: array<u32>;\n"
-        "@group(0) @binding(2) var<storage, read_write> counts: array<atomic<u32>>;\n\n"
-        "@compute @workgroup_size(" +
-        wg +
-        ")\n"
-        "fn clear(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,\n"
-        "         @builtin(local_invocation_index) local: u32) {\n"
-        "  let b = linear_workgroup(group, groups) * " +
-        wg +
-        "u + local;\n"
-        "  if (b < params.bins) { atomicStore(&counts[b], 0u); }\n"
-        "}\n\n";
-    const std::string loop = "  let first = linear_workgroup(group, groups) * (" + wg + "u * " +
-                             items +
-                             "u) + local;\n"
-                             "  for (var item = 0u; item < " +
-                             items +
-                             "u; item++) {\n"
-                             "    let i = first + item * " +
-                             wg +
-                             "u;\n"
-                             "    if (i < params.n) { ADD; }\n"
-                             "  }\n";
-    const std::string builtins =
-        "(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,\n"
-        "         @builtin(local_invocation_index) local: u32)";
+    std::string wgsl = std::string(kLinearWorkgroupWgsl) +
+                       "\nstruct Params { n: u32, bins: u32, bins_mask: u32 }\n"
+                       "@group(0) @binding(0) var<uniform> params: Params;\n"
+                       "@group(0) @binding(1) var<storage, read> x: array<vec4u>;\n"
+                       "@group(0) @binding(2) var<storage, read_write> counts: "
+                       "array<atomic<u32>>;\n\n"
+                       "const WG: u32 = " +
+                       knob_string(schedule, "workgroup_size") +
+                       "u;\n"
+                       "const VECTORS: u32 = " +
+                       knob_string(schedule, "vectors_per_invocation") +
+                       "u;\n"
+                       "const CHUNKS: u32 = " +
+                       knob_string(schedule, "chunks_per_workgroup") +
+                       "u;\n"
+                       "const COPIES: u32 = " +
+                       std::to_string(copies) +
+                       "u;\n\n"
+                       "// bins_mask is bins - 1 when bins is a power of two above 1, else 0.\n"
+                       "fn bin_of(value: u32) -> u32 {\n"
+                       "  if (params.bins_mask != 0u) { return value & params.bins_mask; }\n"
+                       "  return value % params.bins;\n"
+                       "}\n\n"
+                       "@compute @workgroup_size(WG)\n"
+                       "fn clear(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) "
+                       "groups: vec3u,\n"
+                       "         @builtin(local_invocation_index) local: u32) {\n"
+                       "  let b = linear_workgroup(group, groups) * WG + local;\n"
+                       "  if (b < params.bins) { atomicStore(&counts[b], 0u); }\n"
+                       "}\n\n";
     if (copies == 0) {
-      std::string body = loop;
-      body.replace(body.find("ADD"), 3, "atomicAdd(&counts[x[i] % params.bins], 1u)");
-      wgsl += "@compute @workgroup_size(" + wg + ")\nfn count" + builtins + " {\n" + body + "}\n";
-      return wgsl;
+      wgsl += "fn add(bin: u32, local: u32) { atomicAdd(&counts[bin], 1u); }\n";
+    } else {
+      wgsl += "var<workgroup> local_counts: array<atomic<u32>, " +
+              std::to_string(copies * kMaxBins) +
+              ">;\n"
+              "fn add(bin: u32, local: u32) {\n"
+              "  atomicAdd(&local_counts[(local % COPIES) * params.bins + bin], 1u);\n"
+              "}\n";
     }
-    const std::string slots = std::to_string(copies * kMaxBins);
-    std::string body = loop;
-    body.replace(body.find("ADD"), 3,
-                 "atomicAdd(&local_counts[copy * " + std::to_string(kMaxBins) +
-                     "u + x[i] % params.bins], 1u)");
-    wgsl += "var<workgroup> local_counts: array<atomic<u32>, " + slots +
-            ">;\n\n"
-            "@compute @workgroup_size(" +
-            wg + ")\nfn count" + builtins +
-            " {\n"
-            "  let copy = local % " +
-            std::to_string(copies) +
-            "u;\n"
-            "  for (var b = local; b < " +
-            slots + "u; b += " + wg +
-            "u) { atomicStore(&local_counts[b], 0u); }\n"
-            "  workgroupBarrier();\n" +
-            body +
-            "  workgroupBarrier();\n"
-            "  for (var b = local; b < params.bins; b += " +
-            wg +
-            "u) {\n"
-            "    var total = 0u;\n"
-            "    for (var c = 0u; c < " +
-            std::to_string(copies) +
-            "u; c++) {\n"
-            "      total += atomicLoad(&local_counts[c * " +
-            std::to_string(kMaxBins) +
-            "u + b]);\n"
-            "    }\n"
-            "    if (total != 0u) { atomicAdd(&counts[b], total); }\n"
-            "  }\n"
-            "}\n";
-    return wgsl;
+    wgsl +=
+        "\n@compute @workgroup_size(WG)\n"
+        "fn count(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,\n"
+        "         @builtin(local_invocation_index) local: u32) {\n";
+    if (copies != 0) {
+      wgsl +=
+          "  for (var b = local; b < COPIES * params.bins; b += WG) {\n"
+          "    atomicStore(&local_counts[b], 0u);\n"
+          "  }\n"
+          "  workgroupBarrier();\n";
+    }
+    wgsl +=
+        "  let vectors = (params.n + 3u) / 4u;\n"
+        "  let first_chunk = linear_workgroup(group, groups) * CHUNKS;\n"
+        "  for (var c = 0u; c < CHUNKS; c++) {\n"
+        "    let base = (first_chunk + c) * (WG * VECTORS) + local;\n"
+        "    for (var k = 0u; k < VECTORS; k++) {\n"
+        "      let v = base + k * WG;\n"
+        "      if (v < vectors) {\n"
+        "        let value = x[v];\n"
+        "        let first = v * 4u;\n"
+        "        add(bin_of(value.x), local);\n"
+        "        if (first + 1u < params.n) { add(bin_of(value.y), local); }\n"
+        "        if (first + 2u < params.n) { add(bin_of(value.z), local); }\n"
+        "        if (first + 3u < params.n) { add(bin_of(value.w), local); }\n"
+        "      }\n"
+        "    }\n"
+        "  }\n";
+    if (copies != 0) {
+      wgsl +=
+          "  workgroupBarrier();\n"
+          "  for (var b = local; b < params.bins; b += WG) {\n"
+          "    var total = 0u;\n"
+          "    for (var c = 0u; c < COPIES; c++) {\n"
+          "      total += atomicLoad(&local_counts[c * params.bins + b]);\n"
+          "    }\n"
+          "    if (total != 0u) { atomicAdd(&counts[b], total); }\n"
+          "  }\n";
+    }
+    return wgsl + "}\n";
   }
 
   Result<DispatchPlan> plan(const Schedule& schedule, const Problem& problem,
@@ -139,10 +152,13 @@ class HistogramU32 final : public KernelDefinition {
     }
     const std::uint64_t n = problem.elements;
     const std::uint64_t wg = knob(schedule, "workgroup_size");
-    const std::uint64_t per_workgroup = wg * knob(schedule, "items_per_invocation");
-    const std::vector<std::uint32_t> params = {static_cast<std::uint32_t>(n), problem.bins};
+    const std::uint64_t per_workgroup =
+        wg * knob(schedule, "vectors_per_invocation") * 4 * knob(schedule, "chunks_per_workgroup");
+    const bool power_of_two = problem.bins > 1 && (problem.bins & (problem.bins - 1)) == 0;
+    const std::vector<std::uint32_t> params = {static_cast<std::uint32_t>(n), problem.bins,
+                                               power_of_two ? problem.bins - 1 : 0};
     DispatchPlan plan;
-    plan.buffers = {{"x", std::max<std::uint64_t>(4, n * 4), BufferRole::kInput},
+    plan.buffers = {{"x", std::max<std::uint64_t>(16, round_up(n, 4) * 4), BufferRole::kInput},
                     {"counts", std::uint64_t{problem.bins} * 4, BufferRole::kOutput}};
     plan.passes = {{"clear", ceil_div(problem.bins, wg), {{1, "x"}, {2, "counts"}}, params},
                    {"count", ceil_div(n, per_workgroup), {{1, "x"}, {2, "counts"}}, params}};

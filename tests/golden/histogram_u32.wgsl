@@ -3,24 +3,48 @@ fn linear_workgroup(id: vec3u, count: vec3u) -> u32 {
   return id.x + id.y * count.x;
 }
 
-struct Params { n: u32, bins: u32 }
+struct Params { n: u32, bins: u32, bins_mask: u32 }
 @group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> x: array<u32>;
+@group(0) @binding(1) var<storage, read> x: array<vec4u>;
 @group(0) @binding(2) var<storage, read_write> counts: array<atomic<u32>>;
 
-@compute @workgroup_size(256)
+const WG: u32 = 256u;
+const VECTORS: u32 = 1u;
+const CHUNKS: u32 = 1u;
+const COPIES: u32 = 0u;
+
+// bins_mask is bins - 1 when bins is a power of two above 1, else 0.
+fn bin_of(value: u32) -> u32 {
+  if (params.bins_mask != 0u) { return value & params.bins_mask; }
+  return value % params.bins;
+}
+
+@compute @workgroup_size(WG)
 fn clear(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
          @builtin(local_invocation_index) local: u32) {
-  let b = linear_workgroup(group, groups) * 256u + local;
+  let b = linear_workgroup(group, groups) * WG + local;
   if (b < params.bins) { atomicStore(&counts[b], 0u); }
 }
 
-@compute @workgroup_size(256)
+fn add(bin: u32, local: u32) { atomicAdd(&counts[bin], 1u); }
+
+@compute @workgroup_size(WG)
 fn count(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
          @builtin(local_invocation_index) local: u32) {
-  let first = linear_workgroup(group, groups) * (256u * 1u) + local;
-  for (var item = 0u; item < 1u; item++) {
-    let i = first + item * 256u;
-    if (i < params.n) { atomicAdd(&counts[x[i] % params.bins], 1u); }
+  let vectors = (params.n + 3u) / 4u;
+  let first_chunk = linear_workgroup(group, groups) * CHUNKS;
+  for (var c = 0u; c < CHUNKS; c++) {
+    let base = (first_chunk + c) * (WG * VECTORS) + local;
+    for (var k = 0u; k < VECTORS; k++) {
+      let v = base + k * WG;
+      if (v < vectors) {
+        let value = x[v];
+        let first = v * 4u;
+        add(bin_of(value.x), local);
+        if (first + 1u < params.n) { add(bin_of(value.y), local); }
+        if (first + 2u < params.n) { add(bin_of(value.z), local); }
+        if (first + 3u < params.n) { add(bin_of(value.w), local); }
+      }
+    }
   }
 }
