@@ -45,7 +45,15 @@ struct TuneProgress {
   std::string kernel_id;
   std::size_t candidate = 0;  // 1-based
   std::size_t candidates = 0;
-  std::string stage;  // "certifying", "timing", "finalists"
+  // "certifying" and "timing" (a candidate starts that step), "timed" and "failed" (its
+  // outcome), "finalists" (the re-timing rounds start).
+  std::string stage;
+  // The candidate's schedule, for "timed" and "failed".
+  std::optional<Schedule> schedule;
+  // Its first timing, for "timed" (the finalists' are refined later).
+  std::optional<TimingSummary> timing;
+  // Why it failed, for "failed".
+  std::optional<CandidateFailure> failure;
 };
 
 struct TuneOptions {

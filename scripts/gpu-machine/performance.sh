@@ -8,6 +8,9 @@
 #                                            new kernels after SECONDS (default: no limit)
 #   performance.sh bench                     bench + peers + table
 #   performance.sh all [BUDGET] [SECONDS]    tune, then bench
+#   performance.sh kernels BUDGET KERNEL...  tune only these kernels (every candidate's timing
+#                                            or failure in trace.txt), then bench them against
+#                                            the peers
 #   performance.sh sweep                     bandwidth against buffer size: the same copy-like
 #                                            kernel over N floats in buffers of N and of more
 #                                            floats, and bench's copy ceiling per size
@@ -29,8 +32,15 @@ tune_all() {
     $forge tune "$kernel" --budget "$budget" 2>&1 | tail -1
   done 2>&1 | tee "$out/tune.txt"
 }
+tune_some() {
+  local budget="$1" kernel
+  shift
+  for kernel in "$@"; do
+    $forge tune "$kernel" --budget "$budget" --trace 2>>"$out/trace.txt" | tail -1
+  done 2>&1 | tee "$out/tune.txt"
+}
 bench() {
-  $forge bench --json > "$out/forge-bench.json"
+  $forge bench "$@" --json > "$out/forge-bench.json"
   python3 bench/peers.py > "$out/peers.json"
   python3 bench/compare.py "$out/forge-bench.json" "$out/peers.json" | tee "$out/performance-table.md"
 }
@@ -52,5 +62,6 @@ case "${1:-bench}" in
   tune) tune_all "${2:-8}" "${3:-0}" ;;
   bench) bench ;;
   all) tune_all "${2:-8}" "${3:-0}" && bench ;;
+  kernels) tune_some "$2" "${@:3}" && bench "${@:3}" ;;
   sweep) sweep ;;
 esac

@@ -88,7 +88,7 @@ class ProgressLine {
     kernel_count_ = count;
   }
   void update(const forge::TuneProgress& progress) {
-    if (!enabled_) return;
+    if (!enabled_ || progress.schedule) return;  // outcomes are not steps
     // ETA from the average time per candidate so far, over the candidates left in all kernels.
     ++steps_;
     const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
@@ -182,7 +182,26 @@ struct TuneArguments {
   std::uint64_t seed = 0;
   bool json = false;
   bool retune = false;
+  bool trace = false;  // one line per candidate on stderr
 };
+
+// A candidate's outcome as one line: its first timing, or the stage it failed at and why.
+std::string trace_line(const forge::TuneProgress& step) {
+  char head[160];
+  std::snprintf(head, sizeof head, "trace: %s candidate %zu/%zu ", step.kernel_id.c_str(),
+                step.candidate, step.candidates);
+  std::string line = head + step.schedule->to_string() + ": ";
+  if (step.timing) {
+    char timing[160];
+    std::snprintf(timing, sizeof timing, "median %.1f us (p10 %.1f, p90 %.1f, %llu samples)",
+                  step.timing->median_ns / 1e3, step.timing->p10_ns / 1e3,
+                  step.timing->p90_ns / 1e3,
+                  static_cast<unsigned long long>(step.timing->sample_count));
+    return line + timing;
+  }
+  return line + "failed at " + failure_stage_name(step.failure->stage) + ": " +
+         one_line(step.failure->message);
+}
 
 std::string row_text(const kernels::KernelDefinition& kernel, const TuningManifest& manifest,
                      const char* status, std::size_t certified_cases) {
@@ -240,7 +259,12 @@ int run_auto_tune(const GlobalOptions& options, const TuneArguments& arguments,
   tune_options.retune = arguments.retune;
   tune_options.tune.budget = arguments.budget;
   tune_options.tune.seed = arguments.seed;
-  tune_options.tune.progress = [&progress](const forge::TuneProgress& step) {
+  tune_options.tune.progress = [&progress,
+                                trace = arguments.trace](const forge::TuneProgress& step) {
+    if (trace && step.schedule) {
+      progress.clear();
+      std::fprintf(stderr, "%s\n", trace_line(step).c_str());
+    }
     progress.update(step);
   };
   tune_options.on_kernel = [&progress](std::size_t index, std::size_t count, const std::string&) {
@@ -425,6 +449,8 @@ void add_forge_commands(CLI::App& app, const GlobalOptions& options, std::functi
                    "Problem size: elements (GEMM: m = n = k); default: the kernel's own");
   tune->add_option("--seed", tune_arguments->seed, "Seed of the search and inputs");
   tune->add_flag("--json", tune_arguments->json, "Print JSON");
+  tune->add_flag("--trace", tune_arguments->trace,
+                 "Print each candidate's first timing or failure on stderr");
   tune->callback([&run, &options, tune_arguments, tune_kernel] {
     run = [&options, tune_arguments, tune_kernel] {
       Result<const kernels::KernelDefinition*> kernel = kernels::find_kernel(*tune_kernel);
@@ -457,6 +483,8 @@ void add_forge_commands(CLI::App& app, const GlobalOptions& options, std::functi
   all->add_option("--seed", all_arguments->seed, "Seed of the search and inputs");
   all->add_flag("--retune", all_arguments->retune, "Tune again where the cache has a result");
   all->add_flag("--json", all_arguments->json, "Print JSON");
+  all->add_flag("--trace", all_arguments->trace,
+                "Print each candidate's first timing or failure on stderr");
   all->callback([&run, &options, all_arguments] {
     run = [&options, all_arguments] {
       std::vector<const kernels::KernelDefinition*> only;

@@ -77,6 +77,8 @@ class Tuner {
   bool keep_resident_ = false;
   std::vector<Schedule> neighbours(const Schedule& schedule) const;
   void report(const std::string& stage) const;
+  // Reports a candidate's timing, or its failure (the last one recorded).
+  void report_outcome(const Schedule& schedule, const std::optional<Timed>& timed) const;
   Status device_alive() const;
   // Records why `schedule` failed. After a timeout the kernel still occupies the GPU (WebGPU
   // cannot preempt it), so this waits for it to finish before the next candidate is measured;
@@ -99,7 +101,19 @@ class Tuner {
 
 void Tuner::report(const std::string& stage) const {
   if (options_.progress)
-    options_.progress({std::string(kernel_.id()), evaluated_, planned_, stage});
+    options_.progress({std::string(kernel_.id()), evaluated_, planned_, stage, {}, {}, {}});
+}
+
+void Tuner::report_outcome(const Schedule& schedule, const std::optional<Timed>& timed) const {
+  if (!options_.progress) return;
+  TuneProgress progress{std::string(kernel_.id()), evaluated_, planned_, "timed", schedule, {}, {}};
+  if (timed) {
+    progress.timing = timed->result.timing;
+  } else {
+    progress.stage = "failed";
+    progress.failure = failures_.back();
+  }
+  options_.progress(progress);
 }
 
 Status Tuner::device_alive() const {
@@ -272,6 +286,7 @@ Result<TuneOutcome> Tuner::run() {
     tried.push_back(next);
     Result<std::optional<Timed>> outcome = evaluate(next);
     if (!outcome) return std::move(outcome).error();
+    report_outcome(next, *outcome);
     if (outcome->has_value()) timed.push_back(std::move(**outcome));
   }
   if (timed.empty()) {

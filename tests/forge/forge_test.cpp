@@ -73,6 +73,25 @@ TEST_F(ForgeCliTest, CertifyAcceptsTheGeneratedSourceAndStoresEvidence) {
   EXPECT_NE(listed.output.find("certification  "), std::string::npos) << listed.output;
 }
 
+TEST_F(ForgeCliTest, TuneTracePrintsEveryCandidatesOutcome) {
+  CommandResult tuned = run_cli("tune affine_f32 --budget 3 --trace --size 4099 --seed " +
+                                std::to_string(testing::test_seed()) + " " + cache_flag());
+  ASSERT_EQ(tuned.exit_code, 0) << tuned.output;
+  for (int candidate = 1; candidate <= 3; ++candidate) {
+    const std::string head = "trace: affine_f32 candidate " + std::to_string(candidate) + "/3 {";
+    const std::size_t at = tuned.output.find(head);
+    ASSERT_NE(at, std::string::npos) << tuned.output;
+    const std::string line = tuned.output.substr(at, tuned.output.find('\n', at) - at);
+    EXPECT_NE(line.find("}: median "), std::string::npos) << line;
+    EXPECT_NE(line.find(" samples)"), std::string::npos) << line;
+  }
+  EXPECT_EQ(tuned.output.find("candidate 4/"), std::string::npos) << tuned.output;
+  // Without the flag there is no trace.
+  CommandResult quiet = run_cli("tune affine_f32 --budget 2 --size 4099 " + cache_flag());
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.output;
+  EXPECT_EQ(quiet.output.find("trace:"), std::string::npos) << quiet.output;
+}
+
 TEST_F(ForgeCliTest, HandBrokenSourcesAreRejectedWithTheirFirstMismatch) {
   // An off-by-one bound (the last vector is never written) and a wrong constant.
   const std::string off_by_one = replace_once(default_affine_wgsl(), "if (i < params.vectors)",

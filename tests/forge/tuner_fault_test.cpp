@@ -142,6 +142,10 @@ TEST(TunerFaultTest, FailingCandidatesAreRecordedAndTheSearchGoesOn) {
   kernels::Problem problem;
   problem.elements = 4096;
   options.problem = problem;
+  std::vector<forge::TuneProgress> outcomes;  // each candidate's "timed" or "failed" report
+  options.progress = [&outcomes](const forge::TuneProgress& step) {
+    if (step.schedule) outcomes.push_back(step);
+  };
   Result<forge::TuneOutcome> outcome = forge::tune(*device, kernel, options);
   ASSERT_TRUE(outcome.ok()) << outcome.error().to_string() << ", seed " << options.seed;
 
@@ -158,6 +162,20 @@ TEST(TunerFaultTest, FailingCandidatesAreRecordedAndTheSearchGoesOn) {
   EXPECT_EQ(stages[kSlow], FailureStage::kTimeout) << "spin " << spin;
   // Evaluated after the slow one, which still occupied the GPU: judged on its output all the same.
   EXPECT_EQ(stages[kWrong], FailureStage::kMismatch);
+  // Progress reported every candidate's outcome as it happened, in the order tried.
+  ASSERT_EQ(outcomes.size(), 5u);
+  for (std::size_t i = 0; i < outcomes.size(); ++i) {
+    const forge::TuneProgress& step = outcomes[i];
+    EXPECT_EQ(step.candidate, i + 1);
+    const bool healthy = *step.schedule->get("mode") == kHealthy;
+    EXPECT_EQ(step.stage, healthy ? "timed" : "failed");
+    EXPECT_EQ(step.timing.has_value(), healthy);
+    if (healthy) {
+      EXPECT_GT(step.timing->median_ns, 0);
+    } else {
+      EXPECT_EQ(step.failure->stage, stages[*step.schedule->get("mode")]);
+    }
+  }
   EXPECT_EQ(outcome->certification.verdict, Verdict::kCertified);
   EXPECT_FALSE(device->lost_reason().has_value());
 }
