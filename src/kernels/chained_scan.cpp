@@ -4,7 +4,9 @@
 // by workgroups that already run), scans it in registers, publishes the tile's sum, and looks
 // back over its predecessors' published sums until it meets one that published its inclusive
 // prefix (decoupled look-back). The input is read once and the output written once: 8 bytes per
-// element for a scan, against 12 for reduce-then-scan.
+// element for a scan, against 12 for reduce-then-scan. Without subgroups an invocation's vectors
+// are consecutive (blocked); with them, each row of the tile holds one vector per invocation
+// (striped), so that a subgroup's loads and stores are contiguous.
 //
 // WGSL promises no forward progress between workgroups, so no workgroup waits without bound: a
 // predecessor that has published nothing after kSpins polls is reduced from the input by the
@@ -31,7 +33,7 @@ std::string constants(const ChainedScanShape& shape) {
          "u;\n"
          "const VECTORS: u32 = " +
          std::to_string(shape.vectors) +
-         "u;  // vec4 per invocation, consecutive\n"
+         "u;  // vec4 per invocation\n"
          "const TILE_VECTORS: u32 = WG * VECTORS;\n"
          "const LOOK_BACK: u32 = " +
          std::to_string(std::min(shape.look_back_window, shape.workgroup_size)) +

@@ -6,7 +6,7 @@
 // the count. Values move as raw bits, and the comparison uses
 // order-preserving integer keys, so results are exact whatever the adapter does with subnormals.
 // Semantics: IEEE `>` (so -0 > +0 is false); NaN is never kept; a NaN threshold keeps nothing.
-// Knobs: workgroup_size, vectors_per_invocation (consecutive vec4 each), use_subgroups,
+// Knobs: workgroup_size, vectors_per_invocation (vec4 each), use_subgroups,
 // look_back_window.
 //
 // Oracle: the sequential filter; the count and the first `count` outputs must match bit for bit
@@ -40,7 +40,7 @@ class CompactF32 final : public KernelDefinition {
 
   std::vector<KnobSpec> knobs() const override {
     return {{"workgroup_size", "invocations per workgroup", {64, 128, 256, 512, 1024}, 256},
-            {"vectors_per_invocation", "consecutive vec4 per invocation", {1, 2, 4, 8, 16}, 1},
+            {"vectors_per_invocation", "vec4 per invocation", {1, 2, 4, 8, 16}, 1},
             {"use_subgroups", "scan within subgroups first", {0, 1}, 0},
             {"look_back_window", "predecessors read at once by the look-back", {32, 256}, 32}};
   }

@@ -105,7 +105,7 @@ std::string reduce_then_scan_wgsl(const std::string& name, std::uint32_t workgro
                                   std::uint32_t items);
 
 // A single-pass chained scan (decoupled look-back with fallback; chained_scan.cpp says how) over
-// u32 items, four per vec4 of input, `vectors` consecutive vec4 per invocation.
+// u32 items, four per vec4 of input, `vectors` vec4 per invocation.
 struct ChainedScanShape {
   std::string name;  // prefix of the entry points <name>_clear and <name>_tiles
   std::uint32_t workgroup_size = 256;

@@ -3,7 +3,7 @@
 // A single-pass chained scan (chained_scan.cpp): each workgroup scans a tile of
 // workgroup_size * vectors_per_invocation * 4 elements in registers and takes its offset from its
 // predecessors by decoupled look-back, so x is read once and y written once. Knobs:
-// workgroup_size, vectors_per_invocation (consecutive vec4 each), use_subgroups (scan within
+// workgroup_size, vectors_per_invocation (vec4 each), use_subgroups (scan within
 // subgroups, then across them; otherwise a scan in workgroup memory), look_back_window.
 //
 // Oracle: the sequential wrapping scan; exact. Bytes moved: 8 n (read x, write y).
@@ -25,7 +25,7 @@ class ScanExclusiveU32 final : public KernelDefinition {
 
   std::vector<KnobSpec> knobs() const override {
     return {{"workgroup_size", "invocations per workgroup", {64, 128, 256, 512, 1024}, 256},
-            {"vectors_per_invocation", "consecutive vec4 per invocation", {1, 2, 4, 8, 16}, 1},
+            {"vectors_per_invocation", "vec4 per invocation", {1, 2, 4, 8, 16}, 1},
             {"use_subgroups", "scan within subgroups first", {0, 1}, 0},
             {"look_back_window", "predecessors read at once by the look-back", {32, 256}, 32}};
   }

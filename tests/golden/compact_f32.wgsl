@@ -37,7 +37,7 @@ fn scan_finish_tile(tile_prefix: u32, tile_total: u32, local: u32) {
 fn scan_total(total: u32) { count[0] = total; }
 
 const WG: u32 = 256u;
-const VECTORS: u32 = 1u;  // vec4 per invocation, consecutive
+const VECTORS: u32 = 1u;  // vec4 per invocation
 const TILE_VECTORS: u32 = WG * VECTORS;
 const LOOK_BACK: u32 = 32u;
 const SPINS: u32 = 64u;
