@@ -6,6 +6,8 @@ Rates use wgsl-forge's byte counts (the bytes a kernel must move, documented per
 src/kernels) for the peer too, so a ratio above 1 means the forge is faster.
 
   compare.py forge-bench.json peers.json
+
+With `bench --passes` output it adds a second table: each kernel's time per entry point.
 """
 import json
 import sys
@@ -44,6 +46,25 @@ def main():
     if copy_peer:
         n = peers["size"]
         print(f"- PyTorch copy of {n} floats: {8 * n / copy_peer['median_ns']:.0f} GB/s")
+    print_passes(forge["kernels"])
+
+
+def print_passes(kernels):
+    """Per-pass times (`bench --passes`), summed per entry point in plan order."""
+    timed = [k for k in kernels if k.get("passes")]
+    if not timed:
+        return
+    print("\n| kernel | schedule | entry point | passes | time | share of the plan |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for kernel in timed:
+        totals = {}
+        for one in kernel["passes"]:
+            count, ns = totals.get(one["entry_point"], (0, 0.0))
+            totals[one["entry_point"]] = (count + 1, ns + one["median_ns"])
+        whole = sum(ns for _, ns in totals.values()) or 1.0
+        for entry, (count, ns) in totals.items():
+            print(f"| {kernel['kernel']} | {kernel['passes_schedule']} | {entry} | {count} | "
+                  f"{ns / 1e3:.1f} us | {100 * ns / whole:.1f} % |")
 
 
 if __name__ == "__main__":

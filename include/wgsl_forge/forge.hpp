@@ -135,8 +135,19 @@ struct CopyCeiling {
 Result<CopyCeiling> measure_copy_ceiling(gpu::Device& device, std::uint64_t bytes,
                                          const gpu::TimingOptions& timing);
 
+// One pass of a plan. The passes run in order on the same buffers, so every prefix of a plan is
+// a valid run: a pass's time is the median of the plan cut after it minus that of the plan cut
+// before it (clamped at 0; noise can make it slightly negative for very short passes).
+struct PassTime {
+  std::string entry_point;
+  std::uint64_t workgroups = 0;
+  double median_ns = 0;
+  double cumulative_median_ns = 0;  // the plan up to and including this pass
+};
+
 // One kernel's tuned schedule (from the cache, when tuned for this topology) and default schedule,
-// timed at `problem` on the same inputs.
+// timed at `problem` on the same inputs; with `pass_times`, also each pass of the first of them
+// (the tuned one when there is one).
 struct BenchRow {
   std::string kernel_id;
   kernels::Problem problem;
@@ -144,10 +155,12 @@ struct BenchRow {
   std::optional<TimingSummary> tuned;
   Schedule default_schedule;
   TimingSummary default_timing;
+  std::vector<PassTime> passes;
 };
 Result<BenchRow> bench_kernel(gpu::Device& device, const ManifestCache& cache,
                               const kernels::KernelDefinition& kernel,
-                              const kernels::Problem& problem, const gpu::TimingOptions& timing);
+                              const kernels::Problem& problem, const gpu::TimingOptions& timing,
+                              bool pass_times = false);
 
 // What a database calls at start-up: the tuned kernels of this adapter, ready to run.
 class KernelLibrary {

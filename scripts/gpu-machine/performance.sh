@@ -9,8 +9,8 @@
 #   performance.sh bench                     bench + peers + table
 #   performance.sh all [BUDGET] [SECONDS]    tune, then bench
 #   performance.sh kernels BUDGET KERNEL...  tune only these kernels (every candidate's timing
-#                                            or failure in trace.txt), then bench them against
-#                                            the peers
+#                                            or failure in trace.txt), then bench them (with
+#                                            each pass's time) against the peers
 #   performance.sh sweep                     bandwidth against buffer size: the same copy-like
 #                                            kernel over N floats in buffers of N and of more
 #                                            floats, and bench's copy ceiling per size
@@ -62,6 +62,6 @@ case "${1:-bench}" in
   tune) tune_all "${2:-8}" "${3:-0}" ;;
   bench) bench ;;
   all) tune_all "${2:-8}" "${3:-0}" && bench ;;
-  kernels) tune_some "$2" "${@:3}" && bench "${@:3}" ;;
+  kernels) tune_some "$2" "${@:3}" && bench --passes "${@:3}" ;;
   sweep) sweep ;;
 esac

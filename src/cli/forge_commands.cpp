@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -320,7 +321,48 @@ struct BenchArguments {
   std::uint64_t size = 0;
   std::uint32_t samples = 20;
   bool json = false;
+  bool passes = false;  // also time each pass of the tuned (else default) schedule
 };
+
+nlohmann::json passes_json(const std::vector<forge::PassTime>& passes) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const forge::PassTime& pass : passes) {
+    list.push_back({{"entry_point", pass.entry_point},
+                    {"workgroups", pass.workgroups},
+                    {"median_ns", pass.median_ns},
+                    {"cumulative_median_ns", pass.cumulative_median_ns}});
+  }
+  return list;
+}
+
+// The passes' times summed per entry point, in plan order, with their share of the plan.
+void print_passes(const std::vector<forge::PassTime>& passes, const char* schedule_label) {
+  struct Total {
+    std::string entry_point;
+    std::size_t count = 0;
+    double median_ns = 0;
+  };
+  std::vector<Total> totals;
+  double all = 0;
+  for (const forge::PassTime& pass : passes) {
+    auto total = std::find_if(totals.begin(), totals.end(), [&](const Total& one) {
+      return one.entry_point == pass.entry_point;
+    });
+    if (total == totals.end()) total = totals.insert(totals.end(), {pass.entry_point, 0, 0});
+    ++total->count;
+    total->median_ns += pass.median_ns;
+    all += pass.median_ns;
+  }
+  std::printf(
+      "  passes of the %s schedule (each timed as the plan up to it minus the plan "
+      "before it):\n",
+      schedule_label);
+  for (const Total& total : totals) {
+    std::printf("    %-24s %4zu pass%s %11s %6.1f%%\n", total.entry_point.c_str(), total.count,
+                total.count == 1 ? "  " : "es", format_time(total.median_ns).c_str(),
+                all > 0 ? 100 * total.median_ns / all : 0.0);
+  }
+}
 
 int run_bench(const GlobalOptions& options, const BenchArguments& arguments) {
   std::vector<const kernels::KernelDefinition*> selected;
@@ -350,7 +392,8 @@ int run_bench(const GlobalOptions& options, const BenchArguments& arguments) {
   for (const kernels::KernelDefinition* kernel : selected) {
     const kernels::Problem problem = arguments.size != 0 ? problem_of_size(*kernel, arguments.size)
                                                          : kernel->tuning_problem(cpu);
-    Result<forge::BenchRow> row = forge::bench_kernel(**device, *cache, *kernel, problem, timing);
+    Result<forge::BenchRow> row =
+        forge::bench_kernel(**device, *cache, *kernel, problem, timing, arguments.passes);
     if (!row) return report_error(row.error());
     const kernels::WorkAmount work = kernel->work(problem);
     if (!ceilings.count(work.bytes)) {
@@ -386,6 +429,10 @@ int run_bench(const GlobalOptions& options, const BenchArguments& arguments) {
       json["tuned_rate"] = tuned_rate;
       json["speedup_over_default"] = row->default_timing.median_ns / row->tuned->median_ns;
     }
+    if (arguments.passes) {
+      json["passes_schedule"] = row->tuned ? "tuned" : "default";
+      json["passes"] = passes_json(row->passes);
+    }
     rows.push_back(json);
     if (!arguments.json) {
       char gain[16] = "-";
@@ -403,6 +450,7 @@ int run_bench(const GlobalOptions& options, const BenchArguments& arguments) {
                   row->tuned ? format_time(row->tuned->median_ns).c_str() : "-", tuned_text,
                   format_time(row->default_timing.median_ns).c_str(), default_text, 100 * fraction,
                   gain);
+      if (arguments.passes) print_passes(row->passes, row->tuned ? "tuned" : "default");
     }
   }
   if (arguments.json) {
@@ -470,6 +518,8 @@ void add_forge_commands(CLI::App& app, const GlobalOptions& options, std::functi
   bench->add_option("--samples", bench_arguments->samples, "Samples per measurement (default 20)")
       ->check(CLI::Range(1u, 2000u));
   bench->add_flag("--json", bench_arguments->json, "Print JSON");
+  bench->add_flag("--passes", bench_arguments->passes,
+                  "Also time each pass of the tuned (else default) schedule");
   bench->callback([&run, &options, bench_arguments] {
     run = [&options, bench_arguments] { return run_bench(options, *bench_arguments); };
   });

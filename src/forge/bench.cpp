@@ -30,6 +30,23 @@ std::string copy_wgsl(std::uint32_t workgroup_size) {
          "}\n";
 }
 
+Result<std::vector<PassTime>> time_passes(gpu::Device& device, const BoundPlan& bound,
+                                          const gpu::TimingOptions& timing) {
+  const std::vector<gpu::DispatchStep>& steps = bound.steps();
+  std::vector<PassTime> passes;
+  double before = 0;
+  for (std::size_t count = 1; count <= steps.size(); ++count) {
+    Result<gpu::TimedRun> timed = device.time(std::span(steps.data(), count), timing);
+    if (!timed) return std::move(timed).error();
+    const kernels::PassPlan& pass = bound.plan().passes[count - 1];
+    const double cumulative = timed->summary.median_ns;
+    passes.push_back(
+        {pass.entry_point, pass.workgroups, std::max(0.0, cumulative - before), cumulative});
+    before = cumulative;
+  }
+  return passes;
+}
+
 }  // namespace
 
 Result<CopyCeiling> measure_copy_ceiling(gpu::Device& device, std::uint64_t bytes,
@@ -87,7 +104,8 @@ Result<CopyCeiling> measure_copy_ceiling(gpu::Device& device, std::uint64_t byte
 
 Result<BenchRow> bench_kernel(gpu::Device& device, const ManifestCache& cache,
                               const kernels::KernelDefinition& kernel,
-                              const kernels::Problem& problem, const gpu::TimingOptions& timing) {
+                              const kernels::Problem& problem, const gpu::TimingOptions& timing,
+                              bool pass_times) {
   BenchRow row;
   row.kernel_id = std::string(kernel.id());
   row.problem = problem;
@@ -116,6 +134,11 @@ Result<BenchRow> bench_kernel(gpu::Device& device, const ManifestCache& cache,
     }
     Result<gpu::TimedRun> timed = device.time((*bound)->steps(), timing);
     if (!timed) return std::move(timed).error();
+    if (pass_times && row.passes.empty()) {
+      Result<std::vector<PassTime>> passes = time_passes(device, **bound, timing);
+      if (!passes) return std::move(passes).error();
+      row.passes = std::move(passes).value();
+    }
     if (label == "tuned") {
       row.tuned_schedule = schedule;
       row.tuned = timed->summary;

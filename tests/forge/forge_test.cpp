@@ -92,6 +92,42 @@ TEST_F(ForgeCliTest, TuneTracePrintsEveryCandidatesOutcome) {
   EXPECT_EQ(quiet.output.find("trace:"), std::string::npos) << quiet.output;
 }
 
+TEST_F(ForgeCliTest, BenchTimesTunedDefaultCopyCeilingAndEachPass) {
+  ASSERT_EQ(run_cli("tune affine_f32 --budget 2 --size 5000 " + cache_flag()).exit_code, 0);
+  CommandResult bench =
+      run_cli("bench affine_f32 scan_exclusive_u32 --size 5000 --samples 3 --passes --json " +
+              cache_flag());
+  ASSERT_EQ(bench.exit_code, 0) << bench.output;
+  const nlohmann::json report = nlohmann::json::parse(bench.output);
+  const nlohmann::json& rows = report.at("kernels");
+  ASSERT_EQ(rows.size(), 2u);
+  const nlohmann::json affine = rows.at(0);
+  const nlohmann::json scan = rows.at(1);
+  EXPECT_EQ(affine.at("kernel"), "affine_f32");
+  EXPECT_TRUE(affine.contains("tuned_schedule"));
+  EXPECT_GT(affine.at("tuned_median_ns").get<double>(), 0);
+  EXPECT_GT(affine.at("copy_ceiling_gbps").get<double>(), 0);
+  EXPECT_GT(affine.at("fraction_of_copy_ceiling").get<double>(), 0);
+  EXPECT_EQ(affine.at("passes_schedule"), "tuned");
+  EXPECT_EQ(affine.at("passes").size(), 1u);
+  // Not tuned: the default schedule, whose plan is the chain's clear pass and the tiles (1024
+  // elements each).
+  EXPECT_FALSE(scan.contains("tuned_schedule"));
+  EXPECT_EQ(scan.at("passes_schedule"), "default");
+  const nlohmann::json& passes = scan.at("passes");
+  ASSERT_EQ(passes.size(), 2u);
+  EXPECT_EQ(passes.at(0).at("entry_point"), "scan_clear");
+  EXPECT_EQ(passes.at(0).at("workgroups"), 1);
+  EXPECT_EQ(passes.at(1).at("entry_point"), "scan_tiles");
+  EXPECT_EQ(passes.at(1).at("workgroups"), 5);
+  for (const nlohmann::json& pass : passes) EXPECT_GE(pass.at("median_ns").get<double>(), 0);
+  EXPECT_GT(passes.at(1).at("cumulative_median_ns").get<double>(), 0);
+
+  CommandResult plain = run_cli("bench affine_f32 --size 5000 --samples 3 --json " + cache_flag());
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_FALSE(nlohmann::json::parse(plain.output).at("kernels").at(0).contains("passes"));
+}
+
 TEST_F(ForgeCliTest, HandBrokenSourcesAreRejectedWithTheirFirstMismatch) {
   // An off-by-one bound (the last vector is never written) and a wrong constant.
   const std::string off_by_one = replace_once(default_affine_wgsl(), "if (i < params.vectors)",
