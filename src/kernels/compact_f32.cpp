@@ -109,7 +109,7 @@ class CompactF32 final : public KernelDefinition {
     const std::uint32_t threshold_key =
         std::isnan(problem.threshold) ? 0xffffffffu : order_key(problem.threshold);
     DispatchPlan plan;
-    plan.buffers = {{"x", std::max<std::uint64_t>(16, round_up(n, 4) * 4), BufferRole::kInput},
+    plan.buffers = {{"x", vec4_buffer_bytes(n), BufferRole::kInput},
                     {"y", std::max<std::uint64_t>(4, n * 4), BufferRole::kOutput},
                     {"count", 4, BufferRole::kOutput},
                     {"chain", (1 + 2 * tiles) * 4, BufferRole::kScratch}};

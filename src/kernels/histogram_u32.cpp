@@ -158,7 +158,7 @@ class HistogramU32 final : public KernelDefinition {
     const std::vector<std::uint32_t> params = {static_cast<std::uint32_t>(n), problem.bins,
                                                power_of_two ? problem.bins - 1 : 0};
     DispatchPlan plan;
-    plan.buffers = {{"x", std::max<std::uint64_t>(16, round_up(n, 4) * 4), BufferRole::kInput},
+    plan.buffers = {{"x", vec4_buffer_bytes(n), BufferRole::kInput},
                     {"counts", std::uint64_t{problem.bins} * 4, BufferRole::kOutput}};
     plan.passes = {{"clear", ceil_div(problem.bins, wg), {{1, "x"}, {2, "counts"}}, params},
                    {"count", ceil_div(n, per_workgroup), {{1, "x"}, {2, "counts"}}, params}};

@@ -15,6 +15,9 @@ std::uint64_t round_up(std::uint64_t value, std::uint64_t multiple) {
 std::uint64_t ceil_div(std::uint64_t value, std::uint64_t divisor) {
   return (value + divisor - 1) / divisor;
 }
+std::uint64_t vec4_buffer_bytes(std::uint64_t n) {
+  return std::max<std::uint64_t>(16, round_up(n, 4) * 4);
+}
 
 std::vector<float> random_floats(std::size_t count, const std::string& profile,
                                  std::mt19937_64& random) {

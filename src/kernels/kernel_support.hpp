@@ -33,6 +33,9 @@ float bits_float(std::uint32_t bits);
 // Rounds up to a multiple of `multiple` (> 0).
 std::uint64_t round_up(std::uint64_t value, std::uint64_t multiple);
 std::uint64_t ceil_div(std::uint64_t value, std::uint64_t divisor);
+// Bytes of a buffer read or written as array<vec4u> (or vec4<f32>) for n 4-byte elements: whole
+// vectors, at least one.
+std::uint64_t vec4_buffer_bytes(std::uint64_t n);
 
 // f32 value profiles: "uniform" in [-1000, 1000], "small" in [-1, 1], "specials" (NaN, +-Inf,
 // -0, subnormals, huge magnitudes mixed into uniform values), "positive" in [0, 1e6),

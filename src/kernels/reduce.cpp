@@ -107,7 +107,7 @@ class Reduce final : public KernelDefinition {
     const std::uint64_t tile = std::uint64_t{knob(schedule, "workgroup_size")} *
                                knob(schedule, "items_per_invocation") * width;
     const std::uint64_t workgroups = ceil_div(n, tile);
-    const std::uint64_t input_bytes = std::max<std::uint64_t>(16, round_up(n, 4) * 4);
+    const std::uint64_t input_bytes = vec4_buffer_bytes(n);
     const std::vector<std::uint32_t> params = {static_cast<std::uint32_t>(n),
                                                static_cast<std::uint32_t>(workgroups)};
     DispatchPlan plan;

@@ -68,7 +68,7 @@ class ScanExclusiveU32 final : public KernelDefinition {
     const std::uint64_t n = problem.elements;
     const std::uint64_t tiles = chained_scan_tiles(n, shape(schedule));
     // Whole vectors: the last one's elements past n are read as 0 and written past y[n - 1].
-    const std::uint64_t vector_bytes = std::max<std::uint64_t>(16, round_up(n, 4) * 4);
+    const std::uint64_t vector_bytes = vec4_buffer_bytes(n);
     DispatchPlan plan;
     plan.buffers = {{"x", vector_bytes, BufferRole::kInput},
                     {"y", vector_bytes, BufferRole::kOutput},
