@@ -32,7 +32,9 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--size", type=int, default=1 << 28)
     parser.add_argument("--gemm", type=int, default=4096)
+    parser.add_argument("--bins", type=int, default=256, help="histogram bins")
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("kernels", nargs="*", help="only these kernel ids (default: all); the copy always runs")
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -45,7 +47,8 @@ def main():
     ints = torch.randint(0, 2**31 - 1, (n,), device=dev, dtype=torch.int32, generator=gen)
     idx = torch.randint(0, n, (n,), device=dev, dtype=torch.int64, generator=gen)
     values = torch.arange(n, device=dev, dtype=torch.int32)
-    hist_in = torch.rand(n, device=dev, generator=gen) * 256
+    bins = args.bins
+    hist_in = torch.rand(n, device=dev, generator=gen) * bins
     a = torch.rand(args.gemm, args.gemm, device=dev, generator=gen) * 2 - 1
     bm = torch.rand(args.gemm, args.gemm, device=dev, generator=gen) * 2 - 1
 
@@ -62,15 +65,17 @@ def main():
         "reduce_sum_u32": ("int32 sum", lambda: ints.sum(dtype=torch.int32)),
         "scan_exclusive_u32": ("torch.cumsum int32", lambda: torch.cumsum(ints, 0, dtype=torch.int32)),
         "compact_f32": ("torch.masked_select(x, x > 0)", lambda: torch.masked_select(x, x > 0)),
-        "histogram_u32": ("torch.histc 256 bins", lambda: torch.histc(hist_in, bins=256, min=0, max=256)),
+        "histogram_u32": (f"torch.histc {bins} bins", lambda: torch.histc(hist_in, bins=bins, min=0, max=bins)),
         "radix_sort_u32": ("torch.sort int32", lambda: torch.sort(ints)),
         "radix_sort_pairs_u32": ("torch.sort stable + gather values", sort_pairs),
         "gather_f32": ("torch.index_select (int64 indices)", lambda: torch.index_select(x, 0, idx, out=y)),
         "gemm_f32": ("torch.mm fp32, no TF32", lambda: torch.mm(a, bm)),
     }
     result = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
-              "size": n, "gemm": args.gemm, "kernels": {}}
+              "size": n, "gemm": args.gemm, "bins": bins, "kernels": {}}
     for name, (op, fn) in ops.items():
+        if args.kernels and name != "copy" and name not in args.kernels:
+            continue
         result["kernels"][name] = {"op": op, "median_ns": time_op(fn, args.repeats)}
     print(json.dumps(result, indent=2))
 

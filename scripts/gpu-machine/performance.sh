@@ -43,6 +43,13 @@ bench() {
   $forge bench "$@" --json > "$out/forge-bench.json"
   python3 bench/peers.py > "$out/peers.json"
   python3 bench/compare.py "$out/forge-bench.json" "$out/peers.json" | tee "$out/performance-table.md"
+  # The second histogram target is at 4096 bins (with the schedule tuned at 256).
+  if [ $# -eq 0 ] || [[ " $* " == *" histogram_u32 "* ]]; then
+    $forge bench histogram_u32 --bins 4096 --json > "$out/forge-bench-4096-bins.json"
+    python3 bench/peers.py --bins 4096 histogram_u32 > "$out/peers-4096-bins.json"
+    python3 bench/compare.py "$out/forge-bench-4096-bins.json" "$out/peers-4096-bins.json" |
+      tee "$out/performance-table-4096-bins.md"
+  fi
 }
 sweep() {
   local probe=build/release/bench/runtime_probe n b

@@ -319,6 +319,7 @@ int run_auto_tune(const GlobalOptions& options, const TuneArguments& arguments,
 struct BenchArguments {
   std::vector<std::string> kernels;
   std::uint64_t size = 0;
+  std::uint32_t bins = 0;  // histogram_u32's bin count; 0: the tuning problem's
   std::uint32_t samples = 20;
   bool json = false;
   bool passes = false;  // also time each pass of the tuned (else default) schedule
@@ -390,8 +391,13 @@ int run_bench(const GlobalOptions& options, const BenchArguments& arguments) {
                 "tuned rate", "default", "default rate", "of copy", "gain");
   }
   for (const kernels::KernelDefinition* kernel : selected) {
-    const kernels::Problem problem = arguments.size != 0 ? problem_of_size(*kernel, arguments.size)
-                                                         : kernel->tuning_problem(cpu);
+    kernels::Problem problem = arguments.size != 0 ? problem_of_size(*kernel, arguments.size)
+                                                   : kernel->tuning_problem(cpu);
+    std::string problem_text = problem.to_string();
+    if (arguments.bins != 0 && kernel->id() == "histogram_u32") {
+      problem.bins = arguments.bins;
+      problem_text += " bins=" + std::to_string(arguments.bins);
+    }
     Result<forge::BenchRow> row =
         forge::bench_kernel(**device, *cache, *kernel, problem, timing, arguments.passes);
     if (!row) return report_error(row.error());
@@ -412,7 +418,7 @@ int run_bench(const GlobalOptions& options, const BenchArguments& arguments) {
     const double bytes_rate = static_cast<double>(work.bytes) / best_ns;
     const double fraction = bytes_rate / ceiling_rate;
     nlohmann::json json = {{"kernel", kernel->id()},
-                           {"problem", problem.to_string()},
+                           {"problem", problem_text},
                            {"bytes_moved", work.bytes},
                            {"flops", work.flops},
                            {"unit", unit},
@@ -446,7 +452,7 @@ int run_bench(const GlobalOptions& options, const BenchArguments& arguments) {
       std::snprintf(default_text, sizeof default_text, "%.1f %s", default_rate,
                     default_unit.c_str());
       std::printf("%-21s %-22s %11s %13s %11s %13s %8.0f%% %7s\n",
-                  std::string(kernel->id()).c_str(), problem.to_string().c_str(),
+                  std::string(kernel->id()).c_str(), problem_text.c_str(),
                   row->tuned ? format_time(row->tuned->median_ns).c_str() : "-", tuned_text,
                   format_time(row->default_timing.median_ns).c_str(), default_text, 100 * fraction,
                   gain);
@@ -515,6 +521,10 @@ void add_forge_commands(CLI::App& app, const GlobalOptions& options, std::functi
   bench->add_option("KERNEL", bench_arguments->kernels, "Kernel ids (default: all)");
   bench->add_option("--size", bench_arguments->size,
                     "Problem size: elements (GEMM: m = n = k); default: the kernel's tuning size");
+  bench
+      ->add_option("--bins", bench_arguments->bins,
+                   "Bins of histogram_u32 (default: its tuning problem's 256)")
+      ->check(CLI::Range(1u, 4096u));
   bench->add_option("--samples", bench_arguments->samples, "Samples per measurement (default 20)")
       ->check(CLI::Range(1u, 2000u));
   bench->add_flag("--json", bench_arguments->json, "Print JSON");

@@ -1,10 +1,18 @@
 // gemm_f32: C = A x B, row-major, A is m x k, B is k x n, C is m x n; any m, n, k.
 //
 // Each workgroup computes a tile_m x tile_n block of C, walking k in steps of tile_k through
-// tiles of A and B staged in workgroup memory; each invocation computes thread_m x thread_n
-// outputs held in registers. Edges are handled by loading zeros past m, n or k and not storing
-// past m or n. Knobs: tile_m, tile_n, tile_k, thread_m, thread_n. Workgroup size is
-// (tile_m / thread_m) * (tile_n / thread_n); workgroup memory is 4 (tile_m + tile_n) tile_k bytes.
+// tiles of A and B staged in workgroup memory as vec4: A transposed ([depth][row]) and B as is
+// ([depth][column]), so that the inner loop reads each invocation's rows and columns as whole
+// vec4s. Each invocation computes thread_m x thread_n outputs in registers: thread_m / 4 groups of
+// 4 rows and thread_n / 4 groups of 4 columns, the groups spread tile_m / (thread_m / 4) rows
+// (and columns) apart, so that neighbouring invocations read neighbouring vec4s (no bank
+// conflicts) and the rows of one subgroup are broadcasts. The next tiles' global loads are issued
+// into registers before the current tiles are multiplied, which hides their latency behind the
+// arithmetic (register double buffering). The inner product is unrolled here, in the generator:
+// the accumulators must be registers, whatever the driver's unrolling.
+// Edges are handled by loading zeros past m, n or k and not storing past m or n. Knobs: tile_m,
+// tile_n, tile_k, thread_m, thread_n. Workgroup size is (tile_m / thread_m) (tile_n / thread_n);
+// workgroup memory is 4 (tile_m + tile_n) tile_k bytes.
 //
 // Oracle: the product in double. Tolerance (accumulation in any order, subnormals may flush):
 // |c - exact| <= k 2^-23 sum_l |a_il b_lj| + k FLT_MIN. FLOPs: 2 m n k.
@@ -22,15 +30,15 @@ using namespace support;
 class GemmF32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "gemm_f32"; }
-  std::uint32_t revision() const override { return 1; }
+  std::uint32_t revision() const override { return 2; }
   std::string_view summary() const override { return "C = A x B, row-major f32, any m, n, k"; }
 
   std::vector<KnobSpec> knobs() const override {
-    return {{"tile_m", "rows of C per workgroup", {16, 32, 64, 128}, 16},
-            {"tile_n", "columns of C per workgroup", {16, 32, 64, 128}, 16},
+    return {{"tile_m", "rows of C per workgroup", {32, 64, 128}, 64},
+            {"tile_n", "columns of C per workgroup", {32, 64, 128}, 64},
             {"tile_k", "depth of the staged tiles", {8, 16, 32}, 16},
-            {"thread_m", "rows of C per invocation", {1, 2, 4, 8}, 1},
-            {"thread_n", "columns of C per invocation", {1, 2, 4, 8}, 1}};
+            {"thread_m", "rows of C per invocation (groups of 4)", {4, 8}, 4},
+            {"thread_n", "columns of C per invocation (groups of 4)", {4, 8}, 4}};
   }
 
   Status check_resources(const Schedule& schedule,
@@ -65,113 +73,7 @@ class GemmF32 final : public KernelDefinition {
 
   std::vector<std::string> entry_points() const override { return {"gemm"}; }
 
-  std::string generate_wgsl(const Schedule& schedule) const override {
-    const std::uint32_t tile_m = knob(schedule, "tile_m");
-    const std::uint32_t tile_n = knob(schedule, "tile_n");
-    const std::uint32_t tile_k = knob(schedule, "tile_k");
-    const std::uint32_t thread_m = knob(schedule, "thread_m");
-    const std::uint32_t thread_n = knob(schedule, "thread_n");
-    const std::uint32_t columns = tile_n / thread_n;  // invocations along n
-    const std::uint32_t invocations = (tile_m / thread_m) * columns;
-    auto u = [](std::uint32_t value) { return std::to_string(value) + "u"; };
-    return std::string(kLinearWorkgroupWgsl) +
-           "\nstruct Params { m: u32, n: u32, k: u32, tiles_n: u32 }\n"
-           "@group(0) @binding(0) var<uniform> params: Params;\n"
-           "@group(0) @binding(1) var<storage, read> a: array<f32>;\n"
-           "@group(0) @binding(2) var<storage, read> b: array<f32>;\n"
-           "@group(0) @binding(3) var<storage, read_write> c: array<f32>;\n\n"
-           "var<workgroup> tile_a: array<f32, " +
-           std::to_string(tile_m * tile_k) +
-           ">;  // [row][depth]\n"
-           "var<workgroup> tile_b: array<f32, " +
-           std::to_string(tile_k * tile_n) +
-           ">;  // [depth][column]\n\n"
-           "@compute @workgroup_size(" +
-           std::to_string(invocations) +
-           ")\n"
-           "fn gemm(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,\n"
-           "        @builtin(local_invocation_index) local: u32) {\n"
-           "  let tile = linear_workgroup(group, groups);\n"
-           "  let row0 = (tile / params.tiles_n) * " +
-           u(tile_m) +
-           ";\n"
-           "  let col0 = (tile % params.tiles_n) * " +
-           u(tile_n) +
-           ";\n"
-           "  let my_row = (local / " +
-           u(columns) + ") * " + u(thread_m) +
-           ";\n"
-           "  let my_col = (local % " +
-           u(columns) + ") * " + u(thread_n) +
-           ";\n"
-           "  var acc = array<array<f32, " +
-           std::to_string(thread_n) + ">, " + std::to_string(thread_m) +
-           ">();\n"
-           "  for (var k0 = 0u; k0 < params.k; k0 += " +
-           u(tile_k) +
-           ") {\n"
-           "    for (var e = local; e < " +
-           u(tile_m * tile_k) + "; e += " + u(invocations) +
-           ") {\n"
-           "      let r = row0 + e / " +
-           u(tile_k) +
-           ";\n"
-           "      let d = k0 + e % " +
-           u(tile_k) +
-           ";\n"
-           "      var value = 0.0;\n"
-           "      if (r < params.m && d < params.k) { value = a[r * params.k + d]; }\n"
-           "      tile_a[e] = value;\n"
-           "    }\n"
-           "    for (var e = local; e < " +
-           u(tile_k * tile_n) + "; e += " + u(invocations) +
-           ") {\n"
-           "      let d = k0 + e / " +
-           u(tile_n) +
-           ";\n"
-           "      let col = col0 + e % " +
-           u(tile_n) +
-           ";\n"
-           "      var value = 0.0;\n"
-           "      if (d < params.k && col < params.n) { value = b[d * params.n + col]; }\n"
-           "      tile_b[e] = value;\n"
-           "    }\n"
-           "    workgroupBarrier();\n"
-           "    for (var d = 0u; d < " +
-           u(tile_k) +
-           "; d++) {\n"
-           "      var b_values = array<f32, " +
-           std::to_string(thread_n) +
-           ">();\n"
-           "      for (var j = 0u; j < " +
-           u(thread_n) + "; j++) { b_values[j] = tile_b[d * " + u(tile_n) +
-           " + my_col + j]; }\n"
-           "      for (var i = 0u; i < " +
-           u(thread_m) +
-           "; i++) {\n"
-           "        let a_value = tile_a[(my_row + i) * " +
-           u(tile_k) +
-           " + d];\n"
-           "        for (var j = 0u; j < " +
-           u(thread_n) +
-           "; j++) { acc[i][j] = fma(a_value, b_values[j], acc[i][j]); }\n"
-           "      }\n"
-           "    }\n"
-           "    workgroupBarrier();\n"
-           "  }\n"
-           "  for (var i = 0u; i < " +
-           u(thread_m) +
-           "; i++) {\n"
-           "    for (var j = 0u; j < " +
-           u(thread_n) +
-           "; j++) {\n"
-           "      let r = row0 + my_row + i;\n"
-           "      let col = col0 + my_col + j;\n"
-           "      if (r < params.m && col < params.n) { c[r * params.n + col] = acc[i][j]; }\n"
-           "    }\n"
-           "  }\n"
-           "}\n";
-  }
+  std::string generate_wgsl(const Schedule& schedule) const override;
 
   Result<DispatchPlan> plan(const Schedule& schedule, const Problem& problem,
                             const DeviceCapabilities&) const override {
@@ -265,6 +167,149 @@ class GemmF32 final : public KernelDefinition {
     return problem;
   }
 };
+
+// Names: RT x CT invocations (ty, tx); invocation (ty, tx) owns rows gi * 4 RT + 4 ty + [0, 4)
+// and columns gj * 4 CT + 4 tx + [0, 4) of the tile, for gi < thread_m / 4, gj < thread_n / 4.
+std::string GemmF32::generate_wgsl(const Schedule& schedule) const {
+  const std::uint32_t tile_m = knob(schedule, "tile_m");
+  const std::uint32_t tile_n = knob(schedule, "tile_n");
+  const std::uint32_t tile_k = knob(schedule, "tile_k");
+  const std::uint32_t row_groups = knob(schedule, "thread_m") / 4;
+  const std::uint32_t column_groups = knob(schedule, "thread_n") / 4;
+  const std::uint32_t thread_rows = tile_m / (4 * row_groups);        // RT
+  const std::uint32_t thread_columns = tile_n / (4 * column_groups);  // CT
+  const std::uint32_t invocations = thread_rows * thread_columns;
+  const std::uint32_t a_loads = tile_m * tile_k / invocations;  // whole: see the comment above
+  const std::uint32_t b_loads = tile_k * tile_n / invocations;
+  auto u = [](std::uint32_t value) { return std::to_string(value) + "u"; };
+  auto n = [](std::uint32_t value) { return std::to_string(value); };
+  std::string wgsl = std::string(kLinearWorkgroupWgsl) +
+                     "\nstruct Params { m: u32, n: u32, k: u32, tiles_n: u32 }\n"
+                     "@group(0) @binding(0) var<uniform> params: Params;\n"
+                     "@group(0) @binding(1) var<storage, read> a: array<f32>;\n"
+                     "@group(0) @binding(2) var<storage, read> b: array<f32>;\n"
+                     "@group(0) @binding(3) var<storage, read_write> c: array<f32>;\n\n"
+                     "const TILE_M: u32 = " +
+                     u(tile_m) + ";\nconst TILE_N: u32 = " + u(tile_n) +
+                     ";\nconst TILE_K: u32 = " + u(tile_k) +
+                     ";\nconst INVOCATIONS: u32 = " + u(invocations) +
+                     ";\n\n"
+                     "var<workgroup> tile_a: array<vec4f, " +
+                     n(tile_m * tile_k / 4) +
+                     ">;  // [depth][row / 4]\n"
+                     "var<workgroup> tile_b: array<vec4f, " +
+                     n(tile_k * tile_n / 4) +
+                     ">;  // [depth][column / 4]\n\n"
+                     // A is read along its rows (consecutive depths), B along its rows
+                     // (consecutive columns): both coalesced.
+                     "fn load_a(row0: u32, k0: u32, e: u32) -> f32 {\n"
+                     "  let r = row0 + e / TILE_K;\n"
+                     "  let d = k0 + e % TILE_K;\n"
+                     "  if (r < params.m && d < params.k) { return a[r * params.k + d]; }\n"
+                     "  return 0.0;\n"
+                     "}\n"
+                     "fn load_b(col0: u32, k0: u32, e: u32) -> f32 {\n"
+                     "  let d = k0 + e / TILE_N;\n"
+                     "  let col = col0 + e % TILE_N;\n"
+                     "  if (d < params.k && col < params.n) { return b[d * params.n + col]; }\n"
+                     "  return 0.0;\n"
+                     "}\n\n"
+                     "@compute @workgroup_size(" +
+                     n(invocations) +
+                     ")\n"
+                     "fn gemm(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) "
+                     "groups: vec3u,\n"
+                     "        @builtin(local_invocation_index) local: u32) {\n"
+                     "  let tile = linear_workgroup(group, groups);\n"
+                     "  let row0 = (tile / params.tiles_n) * TILE_M;\n"
+                     "  let col0 = (tile % params.tiles_n) * TILE_N;\n"
+                     "  let ty = local / " +
+                     u(thread_columns) + ";\n  let tx = local % " + u(thread_columns) +
+                     ";\n"
+                     "  var acc = array<vec4f, " +
+                     n(4 * row_groups * column_groups) +
+                     ">();\n"
+                     "  var next_a = array<f32, " +
+                     n(a_loads) + ">();\n  var next_b = array<f32, " + n(b_loads) +
+                     ">();\n"
+                     "  for (var s = 0u; s < " +
+                     u(a_loads) +
+                     "; s++) { next_a[s] = load_a(row0, 0u, local + s * INVOCATIONS); }\n"
+                     "  for (var s = 0u; s < " +
+                     u(b_loads) +
+                     "; s++) { next_b[s] = load_b(col0, 0u, local + s * INVOCATIONS); }\n"
+                     "  for (var k0 = 0u; k0 < params.k; k0 += TILE_K) {\n"
+                     "    for (var s = 0u; s < " +
+                     u(a_loads) +
+                     "; s++) {\n"
+                     "      let e = local + s * INVOCATIONS;\n"
+                     "      let r = e / TILE_K;\n"
+                     "      tile_a[(e % TILE_K) * " +
+                     u(tile_m / 4) +
+                     " + r / 4u][r % 4u] = next_a[s];\n"
+                     "    }\n"
+                     "    for (var s = 0u; s < " +
+                     u(b_loads) +
+                     "; s++) {\n"
+                     "      let e = local + s * INVOCATIONS;\n"
+                     "      let col = e % TILE_N;\n"
+                     "      tile_b[(e / TILE_N) * " +
+                     u(tile_n / 4) +
+                     " + col / 4u][col % 4u] = next_b[s];\n"
+                     "    }\n"
+                     "    workgroupBarrier();\n"
+                     "    if (k0 + TILE_K < params.k) {\n"
+                     "      for (var s = 0u; s < " +
+                     u(a_loads) +
+                     "; s++) { next_a[s] = load_a(row0, k0 + TILE_K, local + s * INVOCATIONS); "
+                     "}\n"
+                     "      for (var s = 0u; s < " +
+                     u(b_loads) +
+                     "; s++) { next_b[s] = load_b(col0, k0 + TILE_K, local + s * INVOCATIONS); "
+                     "}\n"
+                     "    }\n"
+                     "    for (var d = 0u; d < TILE_K; d++) {\n";
+  for (std::uint32_t gi = 0; gi < row_groups; ++gi) {
+    wgsl += "      let a" + n(gi) + " = tile_a[d * " + u(tile_m / 4) + " + " + u(gi * thread_rows) +
+            " + ty];\n";
+  }
+  for (std::uint32_t gj = 0; gj < column_groups; ++gj) {
+    wgsl += "      let b" + n(gj) + " = tile_b[d * " + u(tile_n / 4) + " + " +
+            u(gj * thread_columns) + " + tx];\n";
+  }
+  static constexpr const char* kLane[] = {"x", "y", "z", "w"};
+  for (std::uint32_t gi = 0; gi < row_groups; ++gi) {
+    for (std::uint32_t i = 0; i < 4; ++i) {
+      for (std::uint32_t gj = 0; gj < column_groups; ++gj) {
+        const std::string slot = "acc[" + n((gi * 4 + i) * column_groups + gj) + "]";
+        wgsl += "      " + slot + " = fma(vec4f(a" + n(gi) + "." + kLane[i] + "), b" + n(gj) +
+                ", " + slot + ");\n";
+      }
+    }
+  }
+  wgsl +=
+      "    }\n"
+      "    workgroupBarrier();\n"
+      "  }\n";
+  for (std::uint32_t gi = 0; gi < row_groups; ++gi) {
+    for (std::uint32_t i = 0; i < 4; ++i) {
+      for (std::uint32_t gj = 0; gj < column_groups; ++gj) {
+        wgsl += "  store_row(row0 + " + u(gi * 4 * thread_rows + i) + " + 4u * ty, col0 + " +
+                u(gj * 4 * thread_columns) + " + 4u * tx, acc[" +
+                n((gi * 4 + i) * column_groups + gj) + "]);\n";
+      }
+    }
+  }
+  wgsl +=
+      "}\n\n"
+      "fn store_row(r: u32, col: u32, values: vec4f) {\n"
+      "  if (r >= params.m) { return; }\n"
+      "  for (var j = 0u; j < 4u; j++) {\n"
+      "    if (col + j < params.n) { c[r * params.n + col + j] = values[j]; }\n"
+      "  }\n"
+      "}\n";
+  return wgsl;
+}
 
 }  // namespace
 

@@ -8,7 +8,9 @@
 // that many. private_copies: 0 adds straight to the global counts with atomics; 1 or 2 count into
 // that many copies of the histogram in workgroup memory (the invocations spread over them to cut
 // contention; up to 4096 bins, 16 KiB per copy), then add the non-zero bins to the global counts.
-// A power-of-two bin count takes a mask instead of the modulo.
+// A power-of-two bin count takes a mask instead of the modulo. The default (one private copy, 16
+// chunks per workgroup) needs 16 KiB of workgroup memory, WebGPU's guaranteed minimum: global
+// atomics alone run 250 times slower on the H200 (docs/performance.md).
 //
 // Oracle: the sequential count; exact, and the counts must sum to n. Bytes moved: 4 n.
 
@@ -32,11 +34,11 @@ class HistogramU32 final : public KernelDefinition {
   std::vector<KnobSpec> knobs() const override {
     return {{"workgroup_size", "invocations per workgroup", {64, 128, 256, 512, 1024}, 256},
             {"vectors_per_invocation", "vec4 per invocation and chunk", {1, 2, 4}, 1},
-            {"chunks_per_workgroup", "consecutive chunks per workgroup", {1, 4, 16, 64}, 1},
+            {"chunks_per_workgroup", "consecutive chunks per workgroup", {1, 4, 16, 64}, 16},
             {"private_copies",
              "histogram copies in workgroup memory (0: global atomics only)",
              {0, 1, 2},
-             0}};
+             1}};
   }
 
   Status check_resources(const Schedule& schedule,

@@ -126,6 +126,15 @@ TEST_F(ForgeCliTest, BenchTimesTunedDefaultCopyCeilingAndEachPass) {
   CommandResult plain = run_cli("bench affine_f32 --size 5000 --samples 3 --json " + cache_flag());
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   EXPECT_FALSE(nlohmann::json::parse(plain.output).at("kernels").at(0).contains("passes"));
+
+  // --bins sets histogram_u32's bin count (the problem says so) and is range-checked.
+  CommandResult bins = run_cli(
+      "bench histogram_u32 affine_f32 --size 5000 --bins 4096 --samples 3 --json " + cache_flag());
+  ASSERT_EQ(bins.exit_code, 0) << bins.output;
+  const nlohmann::json bins_rows = nlohmann::json::parse(bins.output).at("kernels");
+  EXPECT_EQ(bins_rows.at(0).at("problem"), "n=5000 bins=4096");
+  EXPECT_EQ(bins_rows.at(1).at("problem"), "n=5000");
+  EXPECT_EQ(run_cli("bench histogram_u32 --bins 4097 " + cache_flag()).exit_code, 2);
 }
 
 TEST_F(ForgeCliTest, HandBrokenSourcesAreRejectedWithTheirFirstMismatch) {

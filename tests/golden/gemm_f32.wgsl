@@ -9,49 +9,75 @@ struct Params { m: u32, n: u32, k: u32, tiles_n: u32 }
 @group(0) @binding(2) var<storage, read> b: array<f32>;
 @group(0) @binding(3) var<storage, read_write> c: array<f32>;
 
-var<workgroup> tile_a: array<f32, 256>;  // [row][depth]
-var<workgroup> tile_b: array<f32, 256>;  // [depth][column]
+const TILE_M: u32 = 64u;
+const TILE_N: u32 = 64u;
+const TILE_K: u32 = 16u;
+const INVOCATIONS: u32 = 256u;
+
+var<workgroup> tile_a: array<vec4f, 256>;  // [depth][row / 4]
+var<workgroup> tile_b: array<vec4f, 256>;  // [depth][column / 4]
+
+fn load_a(row0: u32, k0: u32, e: u32) -> f32 {
+  let r = row0 + e / TILE_K;
+  let d = k0 + e % TILE_K;
+  if (r < params.m && d < params.k) { return a[r * params.k + d]; }
+  return 0.0;
+}
+fn load_b(col0: u32, k0: u32, e: u32) -> f32 {
+  let d = k0 + e / TILE_N;
+  let col = col0 + e % TILE_N;
+  if (d < params.k && col < params.n) { return b[d * params.n + col]; }
+  return 0.0;
+}
 
 @compute @workgroup_size(256)
 fn gemm(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
         @builtin(local_invocation_index) local: u32) {
   let tile = linear_workgroup(group, groups);
-  let row0 = (tile / params.tiles_n) * 16u;
-  let col0 = (tile % params.tiles_n) * 16u;
-  let my_row = (local / 16u) * 1u;
-  let my_col = (local % 16u) * 1u;
-  var acc = array<array<f32, 1>, 1>();
-  for (var k0 = 0u; k0 < params.k; k0 += 16u) {
-    for (var e = local; e < 256u; e += 256u) {
-      let r = row0 + e / 16u;
-      let d = k0 + e % 16u;
-      var value = 0.0;
-      if (r < params.m && d < params.k) { value = a[r * params.k + d]; }
-      tile_a[e] = value;
+  let row0 = (tile / params.tiles_n) * TILE_M;
+  let col0 = (tile % params.tiles_n) * TILE_N;
+  let ty = local / 16u;
+  let tx = local % 16u;
+  var acc = array<vec4f, 4>();
+  var next_a = array<f32, 4>();
+  var next_b = array<f32, 4>();
+  for (var s = 0u; s < 4u; s++) { next_a[s] = load_a(row0, 0u, local + s * INVOCATIONS); }
+  for (var s = 0u; s < 4u; s++) { next_b[s] = load_b(col0, 0u, local + s * INVOCATIONS); }
+  for (var k0 = 0u; k0 < params.k; k0 += TILE_K) {
+    for (var s = 0u; s < 4u; s++) {
+      let e = local + s * INVOCATIONS;
+      let r = e / TILE_K;
+      tile_a[(e % TILE_K) * 16u + r / 4u][r % 4u] = next_a[s];
     }
-    for (var e = local; e < 256u; e += 256u) {
-      let d = k0 + e / 16u;
-      let col = col0 + e % 16u;
-      var value = 0.0;
-      if (d < params.k && col < params.n) { value = b[d * params.n + col]; }
-      tile_b[e] = value;
+    for (var s = 0u; s < 4u; s++) {
+      let e = local + s * INVOCATIONS;
+      let col = e % TILE_N;
+      tile_b[(e / TILE_N) * 16u + col / 4u][col % 4u] = next_b[s];
     }
     workgroupBarrier();
-    for (var d = 0u; d < 16u; d++) {
-      var b_values = array<f32, 1>();
-      for (var j = 0u; j < 1u; j++) { b_values[j] = tile_b[d * 16u + my_col + j]; }
-      for (var i = 0u; i < 1u; i++) {
-        let a_value = tile_a[(my_row + i) * 16u + d];
-        for (var j = 0u; j < 1u; j++) { acc[i][j] = fma(a_value, b_values[j], acc[i][j]); }
-      }
+    if (k0 + TILE_K < params.k) {
+      for (var s = 0u; s < 4u; s++) { next_a[s] = load_a(row0, k0 + TILE_K, local + s * INVOCATIONS); }
+      for (var s = 0u; s < 4u; s++) { next_b[s] = load_b(col0, k0 + TILE_K, local + s * INVOCATIONS); }
+    }
+    for (var d = 0u; d < TILE_K; d++) {
+      let a0 = tile_a[d * 16u + 0u + ty];
+      let b0 = tile_b[d * 16u + 0u + tx];
+      acc[0] = fma(vec4f(a0.x), b0, acc[0]);
+      acc[1] = fma(vec4f(a0.y), b0, acc[1]);
+      acc[2] = fma(vec4f(a0.z), b0, acc[2]);
+      acc[3] = fma(vec4f(a0.w), b0, acc[3]);
     }
     workgroupBarrier();
   }
-  for (var i = 0u; i < 1u; i++) {
-    for (var j = 0u; j < 1u; j++) {
-      let r = row0 + my_row + i;
-      let col = col0 + my_col + j;
-      if (r < params.m && col < params.n) { c[r * params.n + col] = acc[i][j]; }
-    }
+  store_row(row0 + 0u + 4u * ty, col0 + 0u + 4u * tx, acc[0]);
+  store_row(row0 + 1u + 4u * ty, col0 + 0u + 4u * tx, acc[1]);
+  store_row(row0 + 2u + 4u * ty, col0 + 0u + 4u * tx, acc[2]);
+  store_row(row0 + 3u + 4u * ty, col0 + 0u + 4u * tx, acc[3]);
+}
+
+fn store_row(r: u32, col: u32, values: vec4f) {
+  if (r >= params.m) { return; }
+  for (var j = 0u; j < 4u; j++) {
+    if (col + j < params.n) { c[r * params.n + col + j] = values[j]; }
   }
 }

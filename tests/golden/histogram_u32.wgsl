@@ -10,8 +10,8 @@ struct Params { n: u32, bins: u32, bins_mask: u32 }
 
 const WG: u32 = 256u;
 const VECTORS: u32 = 1u;
-const CHUNKS: u32 = 1u;
-const COPIES: u32 = 0u;
+const CHUNKS: u32 = 16u;
+const COPIES: u32 = 1u;
 
 // bins_mask is bins - 1 when bins is a power of two above 1, else 0.
 fn bin_of(value: u32) -> u32 {
@@ -26,11 +26,18 @@ fn clear(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: v
   if (b < params.bins) { atomicStore(&counts[b], 0u); }
 }
 
-fn add(bin: u32, local: u32) { atomicAdd(&counts[bin], 1u); }
+var<workgroup> local_counts: array<atomic<u32>, 4096>;
+fn add(bin: u32, local: u32) {
+  atomicAdd(&local_counts[(local % COPIES) * params.bins + bin], 1u);
+}
 
 @compute @workgroup_size(WG)
 fn count(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
          @builtin(local_invocation_index) local: u32) {
+  for (var b = local; b < COPIES * params.bins; b += WG) {
+    atomicStore(&local_counts[b], 0u);
+  }
+  workgroupBarrier();
   let vectors = (params.n + 3u) / 4u;
   let first_chunk = linear_workgroup(group, groups) * CHUNKS;
   for (var c = 0u; c < CHUNKS; c++) {
@@ -46,5 +53,13 @@ fn count(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: v
         if (first + 3u < params.n) { add(bin_of(value.w), local); }
       }
     }
+  }
+  workgroupBarrier();
+  for (var b = local; b < params.bins; b += WG) {
+    var total = 0u;
+    for (var c = 0u; c < COPIES; c++) {
+      total += atomicLoad(&local_counts[c * params.bins + b]);
+    }
+    if (total != 0u) { atomicAdd(&counts[b], total); }
   }
 }
