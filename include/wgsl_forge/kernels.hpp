@@ -35,6 +35,7 @@ struct DeviceCapabilities {
   std::uint32_t max_workgroups_per_dimension = 65535;
   std::uint64_t max_storage_binding_size = 134217728;
   bool subgroups = false;
+  std::uint32_t subgroup_min_size = 0;  // the smallest subgroup the adapter runs; 0: unknown
 };
 
 struct KnobSpec {

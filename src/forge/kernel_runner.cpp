@@ -31,6 +31,7 @@ kernels::DeviceCapabilities capabilities_of(const gpu::AdapterInfo& adapter) {
   capabilities.max_storage_binding_size = adapter.limits.max_storage_buffer_binding_size;
   capabilities.subgroups = std::find(adapter.features.begin(), adapter.features.end(),
                                      "subgroups") != adapter.features.end();
+  capabilities.subgroup_min_size = adapter.subgroup_min_size;
   return capabilities;
 }
 

@@ -3,16 +3,34 @@
 //
 // Least-significant-digit radix sort, 32 / digit_bits rounds; each round is five passes of one
 // submission, none waiting on another workgroup (safe without forward-progress guarantees):
-//   digit_count    each tile (workgroup_size * keys_per_invocation keys) counts its digits into
-//                  counts[digit * tiles + tile] (digit-major, so one scan gives every offset);
+//   digit_count    each tile (workgroup_size * keys_per_invocation consecutive keys) counts its
+//                  digits into counts[digit * tiles + tile] (digit-major, so one scan gives every
+//                  offset);
 //   counts_reduce, counts_spine, counts_apply
 //                  an exclusive reduce-then-scan of the counts;
-//   scatter        each tile ranks its keys stably (each invocation owns consecutive keys, a
-//                  workgroup prefix per digit orders the invocations) and writes them, with their
-//                  values, to counts[digit * tiles + tile] + rank.
+//   scatter        each tile ranks its keys stably and writes them, with their values, to
+//                  counts[digit * tiles + tile] + rank.
 // Rounds alternate between a scratch buffer and the output; the input is never written.
-// Knobs: workgroup_size, keys_per_invocation, digit_bits (2 or 4). Workgroup memory:
-// 4 * 2^digit_bits * (workgroup_size + 1) bytes.
+//
+// The scatter ranks in one of two ways (knob use_subgroups):
+//   0  each invocation owns consecutive keys and counts them per digit; a workgroup scan over
+//      the invocations, one per digit, orders them (4 * 2^digit_bits * (workgroup_size + 1)
+//      bytes of workgroup memory, so at most 4 digit bits). Keys go straight from registers to
+//      their place in the output.
+//   1  each subgroup owns a run of sg * keys_per_invocation keys, read striped (key j of lane l
+//      is the run's j sg + l-th, so loads are coalesced). For each j, digit_bits ballots find the
+//      lanes holding the same digit; the lowest of them adds their number to the subgroup's
+//      counter for that digit (16-bit counters, two per word) and the others take their rank
+//      from it. A scan over the subgroups, then over the digits, gives each key its place in the
+//      tile sorted by digit; the tile is staged in that order in workgroup memory and written
+//      out in order, so that consecutive invocations write consecutive addresses of each
+//      digit's run. This needs subgroups of at least 8 invocations (room for workgroup_size / 8
+//      subgroups' counters) and numbered in order of local_invocation_index, as Vulkan drivers
+//      do; certification checks the result.
+// Past the end of the input, the last tile's keys read as 0xffffffff: they rank after every real
+// key of the last digit, and are not written.
+// Knobs: workgroup_size, keys_per_invocation, digit_bits (2, 4, or 8 with subgroups),
+// use_subgroups.
 //
 // Oracle: std::stable_sort; exact, plus explicit checks that the output is ascending, is a
 // permutation of the input, and (for pairs) keeps equal keys in input order.
@@ -37,33 +55,20 @@ class RadixSort final : public KernelDefinition {
   std::string_view id() const override {
     return pairs_ ? "radix_sort_pairs_u32" : "radix_sort_u32";
   }
-  std::uint32_t revision() const override { return 1; }
+  std::uint32_t revision() const override { return 2; }
   std::string_view summary() const override {
     return pairs_ ? "stable ascending sort of u32 keys carrying u32 values"
                   : "ascending sort of u32 keys";
   }
 
   std::vector<KnobSpec> knobs() const override {
-    return {{"workgroup_size", "invocations per workgroup", {64, 128, 256}, 64},
-            {"keys_per_invocation", "consecutive keys per invocation", {1, 2, 4, 8}, 1},
-            {"digit_bits", "bits sorted per round", {2, 4}, 4}};
+    return {{"workgroup_size", "invocations per workgroup", {64, 128, 256, 512}, 128},
+            {"keys_per_invocation", "keys per invocation and tile", {1, 2, 4, 8, 16}, 4},
+            {"digit_bits", "bits sorted per round", {2, 4, 8}, 4},
+            {"use_subgroups", "rank with subgroup ballots and stage the tile", {0, 1}, 0}};
   }
 
-  Status check_resources(const Schedule& schedule,
-                         const DeviceCapabilities& device) const override {
-    const std::uint64_t digits = 1u << knob(schedule, "digit_bits");
-    const std::uint64_t bytes = 4 * digits * (knob(schedule, "workgroup_size") + 1);
-    const std::uint64_t scan_bytes = 4 * std::uint64_t{knob(schedule, "workgroup_size")};
-    if (bytes + scan_bytes > device.max_workgroup_storage_size) {
-      return Error(ErrorKind::kInvalidInput,
-                   "Knobs workgroup_size (" + knob_string(schedule, "workgroup_size") +
-                       ") and digit_bits (" + knob_string(schedule, "digit_bits") + ") need " +
-                       std::to_string(bytes + scan_bytes) +
-                       " bytes of workgroup memory, more than maxComputeWorkgroupStorageSize (" +
-                       std::to_string(device.max_workgroup_storage_size) + ").");
-    }
-    return Ok{};
-  }
+  Status check_resources(const Schedule& schedule, const DeviceCapabilities& device) const override;
 
   std::vector<KernelBinding> bindings() const override {
     std::vector<KernelBinding> list = {{0, 0, BindingKind::kUniform, "params"},
@@ -180,8 +185,54 @@ class RadixSort final : public KernelDefinition {
   }
 
  private:
+  std::uint64_t workgroup_bytes(const Schedule& schedule) const;
+  std::string invocation_ranked_scatter_wgsl(const Schedule& schedule) const;
+  std::string subgroup_ranked_scatter_wgsl(const Schedule& schedule) const;
+
   bool pairs_;
 };
+
+// The subgroup ranking keeps counters for workgroup_size / kMinSubgroup subgroups.
+constexpr std::uint32_t kMinSubgroup = 8;
+
+std::uint64_t RadixSort::workgroup_bytes(const Schedule& schedule) const {
+  const std::uint64_t wg = knob(schedule, "workgroup_size");
+  const std::uint64_t digits = std::uint64_t{1} << knob(schedule, "digit_bits");
+  const std::uint64_t scan = 4 * wg;  // workgroup_exclusive_scan
+  const std::uint64_t count = 4 * digits;
+  if (knob(schedule, "use_subgroups") == 0) return count + scan + 4 * digits * (wg + 1);
+  const std::uint64_t tile = wg * knob(schedule, "keys_per_invocation");
+  const std::uint64_t counters = (wg / kMinSubgroup) * (digits / 2);
+  return count + scan + 4 * std::max(counters, tile) + 4 * digits + (pairs_ ? 4 * tile : 0);
+}
+
+Status RadixSort::check_resources(const Schedule& schedule,
+                                  const DeviceCapabilities& device) const {
+  const bool subgroups = knob(schedule, "use_subgroups") == 1;
+  if (knob(schedule, "digit_bits") == 8 && !subgroups) {
+    return Error(ErrorKind::kInvalidInput,
+                 "Knob digit_bits (8) needs use_subgroups (1): ranking without subgroups keeps a "
+                 "counter per digit and invocation, which fits up to 4 digit bits.");
+  }
+  if (subgroups && device.subgroup_min_size != 0 && device.subgroup_min_size < kMinSubgroup) {
+    return Error(ErrorKind::kInvalidInput, "Knob use_subgroups (1) needs subgroups of at least " +
+                                               std::to_string(kMinSubgroup) +
+                                               " invocations; the adapter's smallest has " +
+                                               std::to_string(device.subgroup_min_size) + ".");
+  }
+  const std::uint64_t bytes = workgroup_bytes(schedule);
+  if (bytes > device.max_workgroup_storage_size) {
+    return Error(ErrorKind::kInvalidInput,
+                 "Knobs workgroup_size (" + knob_string(schedule, "workgroup_size") +
+                     "), keys_per_invocation (" + knob_string(schedule, "keys_per_invocation") +
+                     "), digit_bits (" + knob_string(schedule, "digit_bits") +
+                     ") and use_subgroups (" + knob_string(schedule, "use_subgroups") + ") need " +
+                     std::to_string(bytes) +
+                     " bytes of workgroup memory, more than maxComputeWorkgroupStorageSize (" +
+                     std::to_string(device.max_workgroup_storage_size) + ").");
+  }
+  return Ok{};
+}
 
 std::string RadixSort::generate_wgsl(const Schedule& schedule) const {
   const std::uint32_t wg_value = knob(schedule, "workgroup_size");
@@ -190,10 +241,8 @@ std::string RadixSort::generate_wgsl(const Schedule& schedule) const {
   const std::uint32_t digits_value = 1u << knob(schedule, "digit_bits");
   const std::string digits = std::to_string(digits_value);
   const std::string mask = std::to_string(digits_value - 1);
-  const std::string builtins =
-      "(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,\n"
-      "    @builtin(local_invocation_index) local: u32)";
-  std::string wgsl = std::string(kLinearWorkgroupWgsl) +
+  const bool subgroups = knob(schedule, "use_subgroups") == 1;
+  std::string wgsl = std::string(subgroups ? "enable subgroups;\n" : "") + kLinearWorkgroupWgsl +
                      "\nstruct Params { n: u32, tiles: u32, shift: u32, count_length: u32, "
                      "count_blocks: u32 }\n"
                      "@group(0) @binding(0) var<uniform> params: Params;\n"
@@ -206,7 +255,11 @@ std::string RadixSort::generate_wgsl(const Schedule& schedule) const {
         "@group(0) @binding(5) var<storage, read> values_in: array<u32>;\n"
         "@group(0) @binding(6) var<storage, read_write> values_out: array<u32>;\n";
   }
-  wgsl += "\nfn digit(key: u32) -> u32 { return (key >> params.shift) & " + mask +
+  wgsl += "\nconst WG: u32 = " + wg + "u;\nconst KPI: u32 = " + kpi +
+          "u;\nconst DIGITS: u32 = " + digits +
+          "u;\n"
+          "fn digit(key: u32) -> u32 { return (key >> params.shift) & " +
+          mask +
           "u; }\n"
           "fn scan_length() -> u32 { return params.count_length; }\n"
           "fn scan_blocks() -> u32 { return params.count_blocks; }\n"
@@ -214,104 +267,222 @@ std::string RadixSort::generate_wgsl(const Schedule& schedule) const {
           "fn scan_store(i: u32, prefix: u32) { counts[i] = prefix; }\n"
           "fn scan_total(total: u32) {}\n\n" +
           workgroup_scan_wgsl(wg_value) +
-          reduce_then_scan_wgsl("counts", wg_value, kCountScanItems);
-  wgsl += "\nvar<workgroup> tile_counts: array<atomic<u32>, " + digits +
-          ">;\n"
-          "@compute @workgroup_size(" +
-          wg + ")\nfn digit_count" + builtins +
-          " {\n"
+          reduce_then_scan_wgsl("counts", wg_value, kCountScanItems) +
+          "\nvar<workgroup> tile_counts: array<atomic<u32>, DIGITS>;\n"
+          "@compute @workgroup_size(WG)\n"
+          "fn digit_count(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: "
+          "vec3u,\n"
+          "               @builtin(local_invocation_index) local: u32) {\n"
           "  let tile = linear_workgroup(group, groups);\n"
-          "  if (local < " +
-          digits +
-          "u) { atomicStore(&tile_counts[local], 0u); }\n"
+          "  for (var d = local; d < DIGITS; d += WG) { atomicStore(&tile_counts[d], 0u); }\n"
           "  workgroupBarrier();\n"
-          "  let first = tile * (" +
-          wg + "u * " + kpi +
-          "u) + local;\n"
-          "  for (var item = 0u; item < " +
-          kpi +
-          "u; item++) {\n"
-          "    let i = first + item * " +
-          wg +
-          "u;\n"
+          "  let first = tile * (WG * KPI) + local;\n"
+          "  for (var item = 0u; item < KPI; item++) {\n"
+          "    let i = first + item * WG;\n"
           "    if (i < params.n) { atomicAdd(&tile_counts[digit(keys_in[i])], 1u); }\n"
           "  }\n"
           "  workgroupBarrier();\n"
-          "  if (local < " +
-          digits +
-          "u && tile < params.tiles) {\n"
-          "    counts[local * params.tiles + tile] = atomicLoad(&tile_counts[local]);\n"
-          "  }\n"
-          "}\n";
-  // Stable ranking: invocation `local` owns keys [first, first + kpi) of the tile, in order;
-  // digit_prefix[d * wg + local] becomes the number of digit-d keys owned by earlier invocations.
-  wgsl += "\nvar<workgroup> digit_prefix: array<u32, " + std::to_string(digits_value * wg_value) +
-          ">;\n"
-          "@compute @workgroup_size(" +
-          wg + ")\nfn scatter" + builtins +
-          " {\n"
-          "  let tile = linear_workgroup(group, groups);\n"
-          "  let first = tile * (" +
-          wg + "u * " + kpi + "u) + local * " + kpi +
-          "u;\n"
-          "  var keys = array<u32, " +
-          kpi + ">();\n" +
-          std::string(pairs_ ? "  var values = array<u32, " + kpi + ">();\n" : "") +
-          "  var mine = array<u32, " + digits +
-          ">();\n"
-          "  for (var j = 0u; j < " +
-          kpi +
-          "u; j++) {\n"
-          "    let i = first + j;\n"
-          "    if (i < params.n) {\n"
-          "      keys[j] = keys_in[i];\n" +
-          std::string(pairs_ ? "      values[j] = values_in[i];\n" : "") +
-          "      mine[digit(keys[j])] += 1u;\n"
-          "    }\n"
-          "  }\n"
-          "  for (var d = 0u; d < " +
-          digits + "u; d++) { digit_prefix[d * " + wg +
-          "u + local] = mine[d]; }\n"
-          "  workgroupBarrier();\n"
-          "  for (var offset = 1u; offset < " +
-          wg +
-          "u; offset *= 2u) {\n"
-          "    var adds = array<u32, " +
-          digits +
-          ">();\n"
-          "    if (local >= offset) {\n"
-          "      for (var d = 0u; d < " +
-          digits + "u; d++) { adds[d] = digit_prefix[d * " + wg +
-          "u + local - offset]; }\n"
-          "    }\n"
-          "    workgroupBarrier();\n"
-          "    for (var d = 0u; d < " +
-          digits + "u; d++) { digit_prefix[d * " + wg +
-          "u + local] += adds[d]; }\n"
-          "    workgroupBarrier();\n"
-          "  }\n"
           "  if (tile >= params.tiles) { return; }\n"
-          "  var next = array<u32, " +
-          digits +
-          ">();\n"
-          "  for (var d = 0u; d < " +
-          digits +
-          "u; d++) {\n"
-          "    next[d] = counts[d * params.tiles + tile] + digit_prefix[d * " +
-          wg +
-          "u + local] - mine[d];\n"
-          "  }\n"
-          "  for (var j = 0u; j < " +
-          kpi +
-          "u; j++) {\n"
-          "    if (first + j < params.n) {\n"
-          "      let d = digit(keys[j]);\n"
-          "      keys_out[next[d]] = keys[j];\n" +
-          std::string(pairs_ ? "      values_out[next[d]] = values[j];\n" : "") +
-          "      next[d] += 1u;\n"
-          "    }\n"
+          "  for (var d = local; d < DIGITS; d += WG) {\n"
+          "    counts[d * params.tiles + tile] = atomicLoad(&tile_counts[d]);\n"
           "  }\n"
           "}\n";
+  return wgsl + (subgroups ? subgroup_ranked_scatter_wgsl(schedule)
+                           : invocation_ranked_scatter_wgsl(schedule));
+}
+
+// Invocation `local` owns keys [first, first + KPI) of the tile, in order; digit_prefix[d * WG +
+// local] becomes the number of digit-d keys owned by earlier invocations.
+std::string RadixSort::invocation_ranked_scatter_wgsl(const Schedule& schedule) const {
+  const std::uint32_t wg = knob(schedule, "workgroup_size");
+  const std::uint32_t digits = 1u << knob(schedule, "digit_bits");
+  return "\nvar<workgroup> digit_prefix: array<u32, " + std::to_string(digits * wg) +
+         ">;\n"
+         "@compute @workgroup_size(WG)\n"
+         "fn scatter(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: "
+         "vec3u,\n"
+         "           @builtin(local_invocation_index) local: u32) {\n"
+         "  let tile = linear_workgroup(group, groups);\n"
+         "  let first = tile * (WG * KPI) + local * KPI;\n"
+         "  var keys = array<u32, KPI>();\n" +
+         std::string(pairs_ ? "  var values = array<u32, KPI>();\n" : "") +
+         "  var mine = array<u32, DIGITS>();\n"
+         "  for (var j = 0u; j < KPI; j++) {\n"
+         "    let i = first + j;\n"
+         "    if (i < params.n) {\n"
+         "      keys[j] = keys_in[i];\n" +
+         std::string(pairs_ ? "      values[j] = values_in[i];\n" : "") +
+         "      mine[digit(keys[j])] += 1u;\n"
+         "    }\n"
+         "  }\n"
+         "  for (var d = 0u; d < DIGITS; d++) { digit_prefix[d * WG + local] = mine[d]; }\n"
+         "  workgroupBarrier();\n"
+         "  for (var offset = 1u; offset < WG; offset *= 2u) {\n"
+         "    var adds = array<u32, DIGITS>();\n"
+         "    if (local >= offset) {\n"
+         "      for (var d = 0u; d < DIGITS; d++) { adds[d] = digit_prefix[d * WG + local - "
+         "offset]; }\n"
+         "    }\n"
+         "    workgroupBarrier();\n"
+         "    for (var d = 0u; d < DIGITS; d++) { digit_prefix[d * WG + local] += adds[d]; }\n"
+         "    workgroupBarrier();\n"
+         "  }\n"
+         "  if (tile >= params.tiles) { return; }\n"
+         "  var next = array<u32, DIGITS>();\n"
+         "  for (var d = 0u; d < DIGITS; d++) {\n"
+         "    next[d] = counts[d * params.tiles + tile] + digit_prefix[d * WG + local] - "
+         "mine[d];\n"
+         "  }\n"
+         "  for (var j = 0u; j < KPI; j++) {\n"
+         "    if (first + j < params.n) {\n"
+         "      let d = digit(keys[j]);\n"
+         "      keys_out[next[d]] = keys[j];\n" +
+         std::string(pairs_ ? "      values_out[next[d]] = values[j];\n" : "") +
+         "      next[d] += 1u;\n"
+         "    }\n"
+         "  }\n"
+         "}\n";
+}
+
+// See the file comment. ranked holds, during ranking, the subgroups' digit counters (subgroup w,
+// digits 2q and 2q + 1 in the low and high half of word w * DIGITS / 2 + q) and then the tile's
+// keys in their ranked order; digit_base holds each digit's first place in the tile, then the
+// output index of the tile's place 0 for that digit.
+std::string RadixSort::subgroup_ranked_scatter_wgsl(const Schedule& schedule) const {
+  const std::uint32_t wg = knob(schedule, "workgroup_size");
+  const std::uint32_t digits = 1u << knob(schedule, "digit_bits");
+  const std::uint32_t tile = wg * knob(schedule, "keys_per_invocation");
+  const std::uint32_t counter_words = (wg / kMinSubgroup) * (digits / 2);
+  const std::uint32_t digits_per_invocation = std::max(1u, digits / wg);
+  std::string wgsl =
+      "\nconst WORDS: u32 = " + std::to_string(digits / 2) +
+      "u;  // counter words per subgroup\n"
+      "const COUNTER_WORDS: u32 = " +
+      std::to_string(counter_words) +
+      "u;\n"
+      "const PER: u32 = " +
+      std::to_string(digits_per_invocation) +
+      "u;  // digits per invocation in the scan over digits\n"
+      "var<workgroup> ranked: array<atomic<u32>, " +
+      std::to_string(std::max(counter_words, tile)) +
+      ">;\n"
+      "var<workgroup> digit_base: array<u32, DIGITS>;\n" +
+      std::string(pairs_
+                      ? "var<workgroup> ranked_values: array<u32, " + std::to_string(tile) + ">;\n"
+                      : "") +
+      "\n// The lanes of a vec4u ballot below `lane`.\n"
+      "fn lanes_below(lane: u32) -> vec4u {\n"
+      "  var below = vec4u(0u);\n"
+      "  for (var c = 0u; c < 4u; c++) {\n"
+      "    if (lane >= c * 32u + 32u) {\n"
+      "      below[c] = 0xffffffffu;\n"
+      "    } else if (lane > c * 32u) {\n"
+      "      below[c] = (1u << (lane - c * 32u)) - 1u;\n"
+      "    }\n"
+      "  }\n"
+      "  return below;\n"
+      "}\n"
+      "fn lanes_in(mask: vec4u) -> u32 {\n"
+      "  let c = countOneBits(mask);\n"
+      "  return c.x + c.y + c.z + c.w;\n"
+      "}\n"
+      "fn first_lane(mask: vec4u) -> u32 {\n"
+      "  for (var c = 0u; c < 4u; c++) {\n"
+      "    if (mask[c] != 0u) { return c * 32u + firstTrailingBit(mask[c]); }\n"
+      "  }\n"
+      "  return 0u;\n"
+      "}\n\n"
+      "@compute @workgroup_size(WG)\n"
+      "fn scatter(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,\n"
+      "           @builtin(local_invocation_index) local: u32,\n"
+      "           @builtin(subgroup_invocation_id) lane: u32,\n"
+      "           @builtin(subgroup_size) sg: u32) {\n"
+      "  let tile = linear_workgroup(group, groups);\n"
+      "  if (tile >= params.tiles) { return; }\n"
+      "  let subgroup = local / sg;\n"
+      "  for (var w = local; w < COUNTER_WORDS; w += WG) { atomicStore(&ranked[w], 0u); }\n"
+      "  workgroupBarrier();\n"
+      "  let run = tile * (WG * KPI) + subgroup * sg * KPI;\n"
+      "  let below = lanes_below(lane);\n"
+      "  var keys = array<u32, KPI>();\n" +
+      std::string(pairs_ ? "  var values = array<u32, KPI>();\n" : "") +
+      "  var places = array<u32, KPI>();  // rank among the subgroup's keys of the same digit\n"
+      "  for (var j = 0u; j < KPI; j++) {\n"
+      "    let i = run + j * sg + lane;\n"
+      "    var key = 0xffffffffu;\n"
+      "    if (i < params.n) {\n"
+      "      key = keys_in[i];\n" +
+      std::string(pairs_ ? "      values[j] = values_in[i];\n" : "") +
+      "    }\n"
+      "    keys[j] = key;\n"
+      "    let d = digit(key);\n"
+      "    var peers = subgroupBallot(true);\n"
+      "    for (var bit = 0u; bit < " +
+      std::to_string(knob(schedule, "digit_bits")) +
+      "u; bit++) {\n"
+      "      let is_set = ((d >> bit) & 1u) == 1u;\n"
+      "      let vote = subgroupBallot(is_set);\n"
+      "      peers &= select(~vote, vote, is_set);\n"
+      "    }\n"
+      "    let rank = lanes_in(peers & below);\n"
+      "    var before = 0u;\n"
+      "    if (rank == 0u) {\n"
+      "      let half = 16u * (d & 1u);\n"
+      "      let word = atomicAdd(&ranked[subgroup * WORDS + d / 2u], lanes_in(peers) << half);\n"
+      "      before = (word >> half) & 0xffffu;\n"
+      "    }\n"
+      "    places[j] = subgroupShuffle(before, first_lane(peers)) + rank;\n"
+      "  }\n"
+      "  workgroupBarrier();\n"
+      // Exclusive scan over the subgroups, two digits per word: each half stays below 2^16.
+      "  let subgroups = WG / sg;\n"
+      "  for (var q = local; q < WORDS; q += WG) {\n"
+      "    var running = 0u;\n"
+      "    for (var w = 0u; w < subgroups; w++) {\n"
+      "      let count = atomicLoad(&ranked[w * WORDS + q]);\n"
+      "      atomicStore(&ranked[w * WORDS + q], running);\n"
+      "      running += count;\n"
+      "    }\n"
+      "    digit_base[2u * q] = running & 0xffffu;\n"
+      "    digit_base[2u * q + 1u] = running >> 16u;\n"
+      "  }\n"
+      "  workgroupBarrier();\n"
+      // Exclusive scan over the digits: invocation t owns digits [t PER, t PER + PER).
+      "  var owned = 0u;\n"
+      "  if (local * PER < DIGITS) {\n"
+      "    for (var q = 0u; q < PER; q++) { owned += digit_base[local * PER + q]; }\n"
+      "  }\n"
+      "  var start = workgroup_exclusive_scan(owned, local).x;\n"
+      "  if (local * PER < DIGITS) {\n"
+      "    for (var q = 0u; q < PER; q++) {\n"
+      "      let total = digit_base[local * PER + q];\n"
+      "      digit_base[local * PER + q] = start;\n"
+      "      start += total;\n"
+      "    }\n"
+      "  }\n"
+      "  workgroupBarrier();\n"
+      "  for (var j = 0u; j < KPI; j++) {\n"
+      "    let d = digit(keys[j]);\n"
+      "    let word = atomicLoad(&ranked[subgroup * WORDS + d / 2u]);\n"
+      "    places[j] += digit_base[d] + ((word >> (16u * (d & 1u))) & 0xffffu);\n"
+      "  }\n"
+      "  workgroupBarrier();\n"
+      "  for (var j = 0u; j < KPI; j++) {\n"
+      "    atomicStore(&ranked[places[j]], keys[j]);\n" +
+      std::string(pairs_ ? "    ranked_values[places[j]] = values[j];\n" : "") +
+      "  }\n"
+      "  for (var d = local; d < DIGITS; d += WG) {\n"
+      "    digit_base[d] = counts[d * params.tiles + tile] - digit_base[d];\n"
+      "  }\n"
+      "  workgroupBarrier();\n"
+      "  let valid = min(WG * KPI, params.n - tile * (WG * KPI));\n"
+      "  for (var p = local; p < valid; p += WG) {\n"
+      "    let key = atomicLoad(&ranked[p]);\n"
+      "    keys_out[digit_base[digit(key)] + p] = key;\n" +
+      std::string(pairs_ ? "    values_out[digit_base[digit(key)] + p] = ranked_values[p];\n"
+                         : "") +
+      "  }\n"
+      "}\n";
   return wgsl;
 }
 

@@ -10,6 +10,9 @@ struct Params { n: u32, tiles: u32, shift: u32, count_length: u32, count_blocks:
 @group(0) @binding(3) var<storage, read_write> counts: array<u32>;
 @group(0) @binding(4) var<storage, read_write> block_sums: array<u32>;
 
+const WG: u32 = 128u;
+const KPI: u32 = 4u;
+const DIGITS: u32 = 16u;
 fn digit(key: u32) -> u32 { return (key >> params.shift) & 15u; }
 fn scan_length() -> u32 { return params.count_length; }
 fn scan_blocks() -> u32 { return params.count_blocks; }
@@ -17,11 +20,11 @@ fn scan_value(i: u32) -> u32 { return counts[i]; }
 fn scan_store(i: u32, prefix: u32) { counts[i] = prefix; }
 fn scan_total(total: u32) {}
 
-var<workgroup> scan_scratch: array<u32, 64>;
+var<workgroup> scan_scratch: array<u32, 128>;
 fn workgroup_exclusive_scan(value: u32, local: u32) -> vec2u {
   scan_scratch[local] = value;
   workgroupBarrier();
-  for (var offset = 1u; offset < 64u; offset *= 2u) {
+  for (var offset = 1u; offset < 128u; offset *= 2u) {
     var add = 0u;
     if (local >= offset) { add = scan_scratch[local - offset]; }
     workgroupBarrier();
@@ -29,16 +32,16 @@ fn workgroup_exclusive_scan(value: u32, local: u32) -> vec2u {
     workgroupBarrier();
   }
   let inclusive = scan_scratch[local];
-  let total = scan_scratch[64u - 1u];
+  let total = scan_scratch[128u - 1u];
   workgroupBarrier();
   return vec2u(inclusive - value, total);
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(128)
 fn counts_reduce(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
     @builtin(local_invocation_index) local: u32) {
   let b = linear_workgroup(group, groups);
-  let first = b * (64u * 4u) + local * 4u;
+  let first = b * (128u * 4u) + local * 4u;
   var sum = 0u;
   for (var j = 0u; j < 4u; j++) {
     let i = first + j;
@@ -48,11 +51,11 @@ fn counts_reduce(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) g
   if (local == 0u && b < scan_blocks()) { block_sums[b] = scanned.y; }
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(128)
 fn counts_spine(@builtin(local_invocation_index) local: u32) {
   var carry = 0u;
   let blocks = scan_blocks();
-  for (var start = 0u; start < blocks; start += (64u * 4u)) {
+  for (var start = 0u; start < blocks; start += (128u * 4u)) {
     var values = array<u32, 4>();
     var sum = 0u;
     for (var j = 0u; j < 4u; j++) {
@@ -72,11 +75,11 @@ fn counts_spine(@builtin(local_invocation_index) local: u32) {
   if (local == 0u) { scan_total(carry); }
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(128)
 fn counts_apply(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
     @builtin(local_invocation_index) local: u32) {
   let b = linear_workgroup(group, groups);
-  let first = b * (64u * 4u) + local * 4u;
+  let first = b * (128u * 4u) + local * 4u;
   var values = array<u32, 4>();
   var sum = 0u;
   for (var j = 0u; j < 4u; j++) {
@@ -94,56 +97,57 @@ fn counts_apply(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) gr
   }
 }
 
-var<workgroup> tile_counts: array<atomic<u32>, 16>;
-@compute @workgroup_size(64)
+var<workgroup> tile_counts: array<atomic<u32>, DIGITS>;
+@compute @workgroup_size(WG)
 fn digit_count(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
-    @builtin(local_invocation_index) local: u32) {
+               @builtin(local_invocation_index) local: u32) {
   let tile = linear_workgroup(group, groups);
-  if (local < 16u) { atomicStore(&tile_counts[local], 0u); }
+  for (var d = local; d < DIGITS; d += WG) { atomicStore(&tile_counts[d], 0u); }
   workgroupBarrier();
-  let first = tile * (64u * 1u) + local;
-  for (var item = 0u; item < 1u; item++) {
-    let i = first + item * 64u;
+  let first = tile * (WG * KPI) + local;
+  for (var item = 0u; item < KPI; item++) {
+    let i = first + item * WG;
     if (i < params.n) { atomicAdd(&tile_counts[digit(keys_in[i])], 1u); }
   }
   workgroupBarrier();
-  if (local < 16u && tile < params.tiles) {
-    counts[local * params.tiles + tile] = atomicLoad(&tile_counts[local]);
+  if (tile >= params.tiles) { return; }
+  for (var d = local; d < DIGITS; d += WG) {
+    counts[d * params.tiles + tile] = atomicLoad(&tile_counts[d]);
   }
 }
 
-var<workgroup> digit_prefix: array<u32, 1024>;
-@compute @workgroup_size(64)
+var<workgroup> digit_prefix: array<u32, 2048>;
+@compute @workgroup_size(WG)
 fn scatter(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
-    @builtin(local_invocation_index) local: u32) {
+           @builtin(local_invocation_index) local: u32) {
   let tile = linear_workgroup(group, groups);
-  let first = tile * (64u * 1u) + local * 1u;
-  var keys = array<u32, 1>();
-  var mine = array<u32, 16>();
-  for (var j = 0u; j < 1u; j++) {
+  let first = tile * (WG * KPI) + local * KPI;
+  var keys = array<u32, KPI>();
+  var mine = array<u32, DIGITS>();
+  for (var j = 0u; j < KPI; j++) {
     let i = first + j;
     if (i < params.n) {
       keys[j] = keys_in[i];
       mine[digit(keys[j])] += 1u;
     }
   }
-  for (var d = 0u; d < 16u; d++) { digit_prefix[d * 64u + local] = mine[d]; }
+  for (var d = 0u; d < DIGITS; d++) { digit_prefix[d * WG + local] = mine[d]; }
   workgroupBarrier();
-  for (var offset = 1u; offset < 64u; offset *= 2u) {
-    var adds = array<u32, 16>();
+  for (var offset = 1u; offset < WG; offset *= 2u) {
+    var adds = array<u32, DIGITS>();
     if (local >= offset) {
-      for (var d = 0u; d < 16u; d++) { adds[d] = digit_prefix[d * 64u + local - offset]; }
+      for (var d = 0u; d < DIGITS; d++) { adds[d] = digit_prefix[d * WG + local - offset]; }
     }
     workgroupBarrier();
-    for (var d = 0u; d < 16u; d++) { digit_prefix[d * 64u + local] += adds[d]; }
+    for (var d = 0u; d < DIGITS; d++) { digit_prefix[d * WG + local] += adds[d]; }
     workgroupBarrier();
   }
   if (tile >= params.tiles) { return; }
-  var next = array<u32, 16>();
-  for (var d = 0u; d < 16u; d++) {
-    next[d] = counts[d * params.tiles + tile] + digit_prefix[d * 64u + local] - mine[d];
+  var next = array<u32, DIGITS>();
+  for (var d = 0u; d < DIGITS; d++) {
+    next[d] = counts[d * params.tiles + tile] + digit_prefix[d * WG + local] - mine[d];
   }
-  for (var j = 0u; j < 1u; j++) {
+  for (var j = 0u; j < KPI; j++) {
     if (first + j < params.n) {
       let d = digit(keys[j]);
       keys_out[next[d]] = keys[j];

@@ -124,6 +124,29 @@ TEST(KernelCatalogTest, IllegalSchedulesNameTheKnobTheValueAndTheLimit) {
             "Knobs tile_m, tile_n and tile_k need 32768 bytes of workgroup memory, more than "
             "maxComputeWorkgroupStorageSize (16384).");
 
+  // Radix sort: 8-bit digits need the subgroup ranking, which needs subgroups of 8 or more.
+  const KernelDefinition& sort = *kernels::find_kernel("radix_sort_u32").value();
+  schedule = kernels::parse_schedule_overrides(sort, "digit_bits=8").value();
+  EXPECT_EQ(sort.check_schedule(schedule, large_adapter()).error().message(),
+            "Knob digit_bits (8) needs use_subgroups (1): ranking without subgroups keeps a "
+            "counter per digit and invocation, which fits up to 4 digit bits.");
+  schedule = kernels::parse_schedule_overrides(sort, "digit_bits=8,use_subgroups=1").value();
+  EXPECT_TRUE(sort.check_schedule(schedule, large_adapter()).ok());
+  DeviceCapabilities small_subgroups = large_adapter();
+  small_subgroups.subgroup_min_size = 4;
+  EXPECT_EQ(sort.check_schedule(schedule, small_subgroups).error().message(),
+            "Knob use_subgroups (1) needs subgroups of at least 8 invocations; the adapter's "
+            "smallest has 4.");
+  const KernelDefinition& sort_pairs = *kernels::find_kernel("radix_sort_pairs_u32").value();
+  schedule =
+      kernels::parse_schedule_overrides(
+          sort_pairs, "digit_bits=8,use_subgroups=1,workgroup_size=512,keys_per_invocation=16")
+          .value();
+  EXPECT_EQ(sort_pairs.check_schedule(schedule, large_adapter()).error().message(),
+            "Knobs workgroup_size (512), keys_per_invocation (16), digit_bits (8) and "
+            "use_subgroups (1) need 69632 bytes of workgroup memory, more than "
+            "maxComputeWorkgroupStorageSize (49152).");
+
   // The chained scan's workgroup memory grows with the tile when it scans row by row
   // (subgroups) and, for compaction, with the staged tile.
   const KernelDefinition& compact = *kernels::find_kernel("compact_f32").value();
