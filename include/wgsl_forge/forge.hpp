@@ -151,8 +151,9 @@ struct PassTime {
 struct BenchRow {
   std::string kernel_id;
   kernels::Problem problem;
-  std::optional<Schedule> tuned_schedule;
+  std::optional<Schedule> tuned_schedule;  // the cache's winner, or the schedule given instead
   std::optional<TimingSummary> tuned;
+  bool given = false;  // tuned_schedule was given by the caller, not taken from the cache
   Schedule default_schedule;
   TimingSummary default_timing;
   std::vector<PassTime> passes;
@@ -160,7 +161,8 @@ struct BenchRow {
 Result<BenchRow> bench_kernel(gpu::Device& device, const ManifestCache& cache,
                               const kernels::KernelDefinition& kernel,
                               const kernels::Problem& problem, const gpu::TimingOptions& timing,
-                              bool pass_times = false);
+                              bool pass_times = false,
+                              const std::optional<Schedule>& given = std::nullopt);
 
 // What a database calls at start-up: the tuned kernels of this adapter, ready to run.
 class KernelLibrary {

@@ -320,6 +320,7 @@ struct BenchArguments {
   std::vector<std::string> kernels;
   std::uint64_t size = 0;
   std::uint32_t bins = 0;  // histogram_u32's bin count; 0: the tuning problem's
+  std::string schedule;    // knobs to time instead of the tuned schedule (one kernel only)
   std::uint32_t samples = 20;
   bool json = false;
   bool passes = false;  // also time each pass of the tuned (else default) schedule
@@ -373,10 +374,27 @@ int run_bench(const GlobalOptions& options, const BenchArguments& arguments) {
     selected.push_back(*kernel);
   }
   if (selected.empty()) selected = kernels::builtin_kernels();
+  std::optional<Schedule> given;
+  if (!arguments.schedule.empty()) {
+    if (selected.size() != 1) {
+      return report_error(
+          Error(ErrorKind::kInvalidInput,
+                "--schedule needs exactly one KERNEL, since knobs are per kernel."));
+    }
+    Result<Schedule> schedule =
+        kernels::parse_schedule_overrides(*selected.front(), arguments.schedule);
+    if (!schedule) return report_error(schedule.error());
+    given = *schedule;
+  }
   Result<ManifestCache> cache = open_cache(options);
   if (!cache) return report_error(cache.error());
   Result<std::unique_ptr<gpu::Device>> device = open_device(options);
   if (!device) return report_error(device.error());
+  if (given) {
+    Status legal =
+        selected.front()->check_schedule(*given, forge::capabilities_of((*device)->adapter()));
+    if (!legal) return report_error(legal.error());
+  }
   const bool cpu = (*device)->adapter().identity.device_type == "Cpu";
   gpu::TimingOptions timing;
   timing.samples = arguments.samples;
@@ -399,7 +417,7 @@ int run_bench(const GlobalOptions& options, const BenchArguments& arguments) {
       problem_text += " bins=" + std::to_string(arguments.bins);
     }
     Result<forge::BenchRow> row =
-        forge::bench_kernel(**device, *cache, *kernel, problem, timing, arguments.passes);
+        forge::bench_kernel(**device, *cache, *kernel, problem, timing, arguments.passes, given);
     if (!row) return report_error(row.error());
     const kernels::WorkAmount work = kernel->work(problem);
     if (!ceilings.count(work.bytes)) {
@@ -431,12 +449,13 @@ int run_bench(const GlobalOptions& options, const BenchArguments& arguments) {
                            {"timing_source", timing_source_name(row->default_timing.source)}};
     if (row->tuned) {
       json["tuned_schedule"] = row->tuned_schedule->to_string();
+      json["tuned_source"] = row->given ? "given" : "cache";
       json["tuned_median_ns"] = row->tuned->median_ns;
       json["tuned_rate"] = tuned_rate;
       json["speedup_over_default"] = row->default_timing.median_ns / row->tuned->median_ns;
     }
     if (arguments.passes) {
-      json["passes_schedule"] = row->tuned ? "tuned" : "default";
+      json["passes_schedule"] = row->given ? "given" : row->tuned ? "tuned" : "default";
       json["passes"] = passes_json(row->passes);
     }
     rows.push_back(json);
@@ -456,7 +475,11 @@ int run_bench(const GlobalOptions& options, const BenchArguments& arguments) {
                   row->tuned ? format_time(row->tuned->median_ns).c_str() : "-", tuned_text,
                   format_time(row->default_timing.median_ns).c_str(), default_text, 100 * fraction,
                   gain);
-      if (arguments.passes) print_passes(row->passes, row->tuned ? "tuned" : "default");
+      if (row->given)
+        std::printf("  timed as tuned: the given %s\n", row->tuned_schedule->to_string().c_str());
+      if (arguments.passes) {
+        print_passes(row->passes, row->given ? "given" : row->tuned ? "tuned" : "default");
+      }
     }
   }
   if (arguments.json) {
@@ -525,6 +548,9 @@ void add_forge_commands(CLI::App& app, const GlobalOptions& options, std::functi
       ->add_option("--bins", bench_arguments->bins,
                    "Bins of histogram_u32 (default: its tuning problem's 256)")
       ->check(CLI::Range(1u, 4096u));
+  bench->add_option("--schedule", bench_arguments->schedule,
+                    "Time these knobs (k=v,...; the rest default) in place of the tuned schedule; "
+                    "uncertified: certify it first");
   bench->add_option("--samples", bench_arguments->samples, "Samples per measurement (default 20)")
       ->check(CLI::Range(1u, 2000u));
   bench->add_flag("--json", bench_arguments->json, "Print JSON");

@@ -105,7 +105,7 @@ Result<CopyCeiling> measure_copy_ceiling(gpu::Device& device, std::uint64_t byte
 Result<BenchRow> bench_kernel(gpu::Device& device, const ManifestCache& cache,
                               const kernels::KernelDefinition& kernel,
                               const kernels::Problem& problem, const gpu::TimingOptions& timing,
-                              bool pass_times) {
+                              bool pass_times, const std::optional<Schedule>& given) {
   BenchRow row;
   row.kernel_id = std::string(kernel.id());
   row.problem = problem;
@@ -115,7 +115,13 @@ Result<BenchRow> bench_kernel(gpu::Device& device, const ManifestCache& cache,
   if (!tuned) return std::move(tuned).error();
   std::vector<std::pair<std::string, Schedule>> schedules = {
       {"default", kernel.default_schedule()}};
-  if (tuned->has_value() && (*tuned)->kernel_revision == kernel.revision()) {
+  if (given) {
+    if (Status legal = kernel.check_schedule(*given, capabilities); !legal) {
+      return std::move(legal).error();
+    }
+    schedules.insert(schedules.begin(), {"tuned", *given});
+    row.given = true;
+  } else if (tuned->has_value() && (*tuned)->kernel_revision == kernel.revision()) {
     schedules.insert(schedules.begin(), {"tuned", (*tuned)->result.winner.schedule});
   }
   const std::vector<kernels::CaseSpec> specs = kernel.certification_cases();

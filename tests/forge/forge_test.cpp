@@ -135,6 +135,24 @@ TEST_F(ForgeCliTest, BenchTimesTunedDefaultCopyCeilingAndEachPass) {
   EXPECT_EQ(bins_rows.at(0).at("problem"), "n=5000 bins=4096");
   EXPECT_EQ(bins_rows.at(1).at("problem"), "n=5000");
   EXPECT_EQ(run_cli("bench histogram_u32 --bins 4097 " + cache_flag()).exit_code, 2);
+
+  // --schedule times the given knobs in place of the tuned schedule, for one kernel only.
+  CommandResult given =
+      run_cli("bench affine_f32 --size 5000 --samples 3 --json --schedule items_per_invocation=4 " +
+              cache_flag());
+  ASSERT_EQ(given.exit_code, 0) << given.output;
+  const nlohmann::json given_row = nlohmann::json::parse(given.output).at("kernels").at(0);
+  EXPECT_EQ(given_row.at("tuned_source"), "given");
+  EXPECT_NE(given_row.at("tuned_schedule").get<std::string>().find("items_per_invocation=4"),
+            std::string::npos);
+  EXPECT_EQ(affine.at("tuned_source"), "cache");
+  for (const std::string bad : {"bench affine_f32 gemm_f32 --schedule workgroup_size=64",
+                                "bench affine_f32 --schedule tile_k=8",
+                                "bench affine_f32 --schedule workgroup_size=4096"}) {
+    CommandResult refused = run_cli(bad + " " + cache_flag());
+    EXPECT_EQ(refused.exit_code, 2) << bad << ": " << refused.output;
+    EXPECT_EQ(refused.output.rfind("wgsl-forge: error: ", 0), 0u) << refused.output;
+  }
 }
 
 TEST_F(ForgeCliTest, HandBrokenSourcesAreRejectedWithTheirFirstMismatch) {
