@@ -355,7 +355,10 @@ std::string RadixSort::subgroup_ranked_scatter_wgsl(const Schedule& schedule) co
   const std::uint32_t counter_words = (wg / kMinSubgroup) * (digits / 2);
   const std::uint32_t digits_per_invocation = std::max(1u, digits / wg);
   std::string wgsl =
-      "\nconst WORDS: u32 = " + std::to_string(digits / 2) +
+      "\nconst BITS: u32 = " + knob_string(schedule, "digit_bits") +
+      "u;\n"
+      "const WORDS: u32 = " +
+      std::to_string(digits / 2) +
       "u;  // counter words per subgroup\n"
       "const COUNTER_WORDS: u32 = " +
       std::to_string(counter_words) +
@@ -391,6 +394,26 @@ std::string RadixSort::subgroup_ranked_scatter_wgsl(const Schedule& schedule) co
       "    if (mask[c] != 0u) { return c * 32u + firstTrailingBit(mask[c]); }\n"
       "  }\n"
       "  return 0u;\n"
+      "}\n"
+      "// The lanes holding digit d: one ballot per bit. Most GPUs' subgroups have at most 32\n"
+      "// lanes, whose ballots are the first word alone (a quarter of the work).\n"
+      "fn same_digit_narrow(d: u32) -> u32 {\n"
+      "  var same = subgroupBallot(true).x;\n"
+      "  for (var bit = 0u; bit < BITS; bit++) {\n"
+      "    let is_set = ((d >> bit) & 1u) == 1u;\n"
+      "    let vote = subgroupBallot(is_set).x;\n"
+      "    same &= select(~vote, vote, is_set);\n"
+      "  }\n"
+      "  return same;\n"
+      "}\n"
+      "fn same_digit_wide(d: u32) -> vec4u {\n"
+      "  var same = subgroupBallot(true);\n"
+      "  for (var bit = 0u; bit < BITS; bit++) {\n"
+      "    let is_set = ((d >> bit) & 1u) == 1u;\n"
+      "    let vote = subgroupBallot(is_set);\n"
+      "    same &= select(~vote, vote, is_set);\n"
+      "  }\n"
+      "  return same;\n"
       "}\n\n"
       "@compute @workgroup_size(WG)\n"
       "fn scatter(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,\n"
@@ -416,22 +439,27 @@ std::string RadixSort::subgroup_ranked_scatter_wgsl(const Schedule& schedule) co
       "    }\n"
       "    keys[j] = key;\n"
       "    let d = digit(key);\n"
-      "    var peers = subgroupBallot(true);\n"
-      "    for (var bit = 0u; bit < " +
-      std::to_string(knob(schedule, "digit_bits")) +
-      "u; bit++) {\n"
-      "      let is_set = ((d >> bit) & 1u) == 1u;\n"
-      "      let vote = subgroupBallot(is_set);\n"
-      "      peers &= select(~vote, vote, is_set);\n"
+      "    var rank = 0u;\n"
+      "    var peers = 0u;\n"
+      "    var leader = 0u;\n"
+      "    if (sg <= 32u) {\n"
+      "      let same = same_digit_narrow(d);\n"
+      "      rank = countOneBits(same & below.x);\n"
+      "      peers = countOneBits(same);\n"
+      "      leader = firstTrailingBit(same);\n"
+      "    } else {\n"
+      "      let same = same_digit_wide(d);\n"
+      "      rank = lanes_in(same & below);\n"
+      "      peers = lanes_in(same);\n"
+      "      leader = first_lane(same);\n"
       "    }\n"
-      "    let rank = lanes_in(peers & below);\n"
       "    var before = 0u;\n"
       "    if (rank == 0u) {\n"
       "      let half = 16u * (d & 1u);\n"
-      "      let word = atomicAdd(&ranked[subgroup * WORDS + d / 2u], lanes_in(peers) << half);\n"
+      "      let word = atomicAdd(&ranked[subgroup * WORDS + d / 2u], peers << half);\n"
       "      before = (word >> half) & 0xffffu;\n"
       "    }\n"
-      "    places[j] = subgroupShuffle(before, first_lane(peers)) + rank;\n"
+      "    places[j] = subgroupShuffle(before, leader) + rank;\n"
       "  }\n"
       "  workgroupBarrier();\n"
       // Exclusive scan over the subgroups, two digits per word: each half stays below 2^16.
