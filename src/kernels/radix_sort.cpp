@@ -5,8 +5,7 @@
 // submission, none waiting on another workgroup (safe without forward-progress guarantees):
 //   digit_count    each tile (workgroup_size * keys_per_invocation consecutive keys) counts its
 //                  digits into counts[digit * tiles + tile] (digit-major, so one scan gives every
-//                  offset); with subgroups, the lanes holding one digit are found by ballots and
-//                  the first adds their number, one workgroup atomic instead of one per key;
+//                  offset);
 //   counts_reduce, counts_spine, counts_apply
 //                  an exclusive reduce-then-scan of the counts;
 //   scatter        each tile ranks its keys stably and writes them, with their values, to
@@ -256,62 +255,38 @@ std::string RadixSort::generate_wgsl(const Schedule& schedule) const {
         "@group(0) @binding(5) var<storage, read> values_in: array<u32>;\n"
         "@group(0) @binding(6) var<storage, read_write> values_out: array<u32>;\n";
   }
-  wgsl +=
-      "\nconst WG: u32 = " + wg + "u;\nconst KPI: u32 = " + kpi +
-      "u;\nconst DIGITS: u32 = " + digits +
-      "u;\n"
-      "fn digit(key: u32) -> u32 { return (key >> params.shift) & " +
-      mask +
-      "u; }\n"
-      "fn scan_length() -> u32 { return params.count_length; }\n"
-      "fn scan_blocks() -> u32 { return params.count_blocks; }\n"
-      "fn scan_value(i: u32) -> u32 { return counts[i]; }\n"
-      "fn scan_store(i: u32, prefix: u32) { counts[i] = prefix; }\n"
-      "fn scan_total(total: u32) {}\n\n" +
-      workgroup_scan_wgsl(wg_value) + reduce_then_scan_wgsl("counts", wg_value, kCountScanItems) +
-      "\nvar<workgroup> tile_counts: array<atomic<u32>, DIGITS>;\n"
-      "@compute @workgroup_size(WG)\n"
-      "fn digit_count(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: "
-      "vec3u,\n"
-      "               @builtin(local_invocation_index) local: u32" +
-      std::string(subgroups ? ",\n               @builtin(subgroup_invocation_id) lane: u32,\n"
-                              "               @builtin(subgroup_size) sg: u32"
-                            : "") +
-      ") {\n"
-      "  let tile = linear_workgroup(group, groups);\n"
-      "  for (var d = local; d < DIGITS; d += WG) { atomicStore(&tile_counts[d], 0u); }\n"
-      "  workgroupBarrier();\n"
-      "  let first = tile * (WG * KPI) + local;\n" +
-      (subgroups ? std::string("  let below = lanes_below(lane);\n") : std::string()) +
-      "  for (var item = 0u; item < KPI; item++) {\n"
-      "    let i = first + item * WG;\n" +
-      (subgroups ? std::string(
-                       // One atomic per distinct digit of a subgroup, by its first lane:
-                       // the subgroup's adds to one counter would otherwise be serialized.
-                       "    let valid = i < params.n;\n"
-                       "    var key = 0u;\n"
-                       "    if (valid) { key = keys_in[i]; }\n"
-                       "    let d = digit(key);\n"
-                       "    if (sg <= 32u) {\n"
-                       "      let same = same_digit_narrow(d) & subgroupBallot(valid).x;\n"
-                       "      if (valid && countOneBits(same & below.x) == 0u) {\n"
-                       "        atomicAdd(&tile_counts[d], countOneBits(same));\n"
-                       "      }\n"
-                       "    } else {\n"
-                       "      let same = same_digit_wide(d) & subgroupBallot(valid);\n"
-                       "      if (valid && lanes_in(same & below) == 0u) {\n"
-                       "        atomicAdd(&tile_counts[d], lanes_in(same));\n"
-                       "      }\n"
-                       "    }\n")
-                 : std::string("    if (i < params.n) { atomicAdd(&tile_counts[digit(keys_in[i])], "
-                               "1u); }\n")) +
-      "  }\n"
-      "  workgroupBarrier();\n"
-      "  if (tile >= params.tiles) { return; }\n"
-      "  for (var d = local; d < DIGITS; d += WG) {\n"
-      "    counts[d * params.tiles + tile] = atomicLoad(&tile_counts[d]);\n"
-      "  }\n"
-      "}\n";
+  wgsl += "\nconst WG: u32 = " + wg + "u;\nconst KPI: u32 = " + kpi +
+          "u;\nconst DIGITS: u32 = " + digits +
+          "u;\n"
+          "fn digit(key: u32) -> u32 { return (key >> params.shift) & " +
+          mask +
+          "u; }\n"
+          "fn scan_length() -> u32 { return params.count_length; }\n"
+          "fn scan_blocks() -> u32 { return params.count_blocks; }\n"
+          "fn scan_value(i: u32) -> u32 { return counts[i]; }\n"
+          "fn scan_store(i: u32, prefix: u32) { counts[i] = prefix; }\n"
+          "fn scan_total(total: u32) {}\n\n" +
+          workgroup_scan_wgsl(wg_value) +
+          reduce_then_scan_wgsl("counts", wg_value, kCountScanItems) +
+          "\nvar<workgroup> tile_counts: array<atomic<u32>, DIGITS>;\n"
+          "@compute @workgroup_size(WG)\n"
+          "fn digit_count(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: "
+          "vec3u,\n"
+          "               @builtin(local_invocation_index) local: u32) {\n"
+          "  let tile = linear_workgroup(group, groups);\n"
+          "  for (var d = local; d < DIGITS; d += WG) { atomicStore(&tile_counts[d], 0u); }\n"
+          "  workgroupBarrier();\n"
+          "  let first = tile * (WG * KPI) + local;\n"
+          "  for (var item = 0u; item < KPI; item++) {\n"
+          "    let i = first + item * WG;\n"
+          "    if (i < params.n) { atomicAdd(&tile_counts[digit(keys_in[i])], 1u); }\n"
+          "  }\n"
+          "  workgroupBarrier();\n"
+          "  if (tile >= params.tiles) { return; }\n"
+          "  for (var d = local; d < DIGITS; d += WG) {\n"
+          "    counts[d * params.tiles + tile] = atomicLoad(&tile_counts[d]);\n"
+          "  }\n"
+          "}\n";
   return wgsl + (subgroups ? subgroup_ranked_scatter_wgsl(schedule)
                            : invocation_ranked_scatter_wgsl(schedule));
 }
