@@ -366,6 +366,12 @@ void print_passes(const std::vector<forge::PassTime>& passes, const char* schedu
   }
 }
 
+// Which schedule a row's passes were timed on.
+const char* passes_schedule(const forge::BenchRow& row) {
+  if (row.given) return "given";
+  return row.tuned ? "tuned" : "default";
+}
+
 int run_bench(const GlobalOptions& options, const BenchArguments& arguments) {
   std::vector<const kernels::KernelDefinition*> selected;
   for (const std::string& id : arguments.kernels) {
@@ -455,7 +461,7 @@ int run_bench(const GlobalOptions& options, const BenchArguments& arguments) {
       json["speedup_over_default"] = row->default_timing.median_ns / row->tuned->median_ns;
     }
     if (arguments.passes) {
-      json["passes_schedule"] = row->given ? "given" : row->tuned ? "tuned" : "default";
+      json["passes_schedule"] = passes_schedule(*row);
       json["passes"] = passes_json(row->passes);
     }
     rows.push_back(json);
@@ -478,7 +484,7 @@ int run_bench(const GlobalOptions& options, const BenchArguments& arguments) {
       if (row->given)
         std::printf("  timed as tuned: the given %s\n", row->tuned_schedule->to_string().c_str());
       if (arguments.passes) {
-        print_passes(row->passes, row->given ? "given" : row->tuned ? "tuned" : "default");
+        print_passes(row->passes, passes_schedule(*row));
       }
     }
   }

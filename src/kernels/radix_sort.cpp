@@ -195,6 +195,12 @@ class RadixSort final : public KernelDefinition {
 // The subgroup ranking keeps counters for workgroup_size / kMinSubgroup subgroups.
 constexpr std::uint32_t kMinSubgroup = 8;
 
+// Words of the subgroup ranking's counters: two 16-bit digit counters per word and subgroup.
+std::uint32_t subgroup_counter_words(const Schedule& schedule) {
+  return (knob(schedule, "workgroup_size") / kMinSubgroup) *
+         ((1u << knob(schedule, "digit_bits")) / 2);
+}
+
 std::uint64_t RadixSort::workgroup_bytes(const Schedule& schedule) const {
   const std::uint64_t wg = knob(schedule, "workgroup_size");
   const std::uint64_t digits = std::uint64_t{1} << knob(schedule, "digit_bits");
@@ -202,7 +208,7 @@ std::uint64_t RadixSort::workgroup_bytes(const Schedule& schedule) const {
   const std::uint64_t count = 4 * digits;
   if (knob(schedule, "use_subgroups") == 0) return count + scan + 4 * digits * (wg + 1);
   const std::uint64_t tile = wg * knob(schedule, "keys_per_invocation");
-  const std::uint64_t counters = (wg / kMinSubgroup) * (digits / 2);
+  const std::uint64_t counters = subgroup_counter_words(schedule);
   return count + scan + 4 * std::max(counters, tile) + 4 * digits + (pairs_ ? 4 * tile : 0);
 }
 
@@ -352,7 +358,7 @@ std::string RadixSort::subgroup_ranked_scatter_wgsl(const Schedule& schedule) co
   const std::uint32_t wg = knob(schedule, "workgroup_size");
   const std::uint32_t digits = 1u << knob(schedule, "digit_bits");
   const std::uint32_t tile = wg * knob(schedule, "keys_per_invocation");
-  const std::uint32_t counter_words = (wg / kMinSubgroup) * (digits / 2);
+  const std::uint32_t counter_words = subgroup_counter_words(schedule);
   const std::uint32_t digits_per_invocation = std::max(1u, digits / wg);
   std::string wgsl =
       "\nconst BITS: u32 = " + knob_string(schedule, "digit_bits") +
