@@ -117,7 +117,8 @@ class KernelDefinition {
   virtual std::string_view summary() const = 0;
   virtual std::vector<KnobSpec> knobs() const = 0;
   virtual std::vector<KernelBinding> bindings() const = 0;
-  virtual std::vector<std::string> entry_points() const = 0;
+  // The entry points the schedule's plan dispatches (each is compiled into a pipeline).
+  virtual std::vector<std::string> entry_points(const Schedule& schedule) const = 0;
   virtual std::string generate_wgsl(const Schedule& schedule) const = 0;
   // Buffers and passes for `problem`; an error when the problem is not defined (min of nothing).
   virtual Result<DispatchPlan> plan(const Schedule& schedule, const Problem& problem,

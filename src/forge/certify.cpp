@@ -1,6 +1,7 @@
 // Certification: a generated (or user-written) kernel against its CPU oracle on this adapter.
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <sstream>
 
@@ -15,9 +16,10 @@ std::uint64_t fresh_seed() {
   return (std::uint64_t{device()} << 32) ^ device();
 }
 
+// Whole numbers (u32 outputs) in full; others with the 9 digits that tell two floats apart.
 std::string format_value(double value) {
   std::ostringstream text;
-  text.precision(9);
+  text.precision(std::trunc(value) == value && std::abs(value) < 0x1p53 ? 17 : 9);
   text << value;
   return text.str();
 }

@@ -38,7 +38,7 @@ class AffineF32 final : public KernelDefinition {
             {0, 2, BindingKind::kStorageReadWrite, "y"}};
   }
 
-  std::vector<std::string> entry_points() const override { return {"affine"}; }
+  std::vector<std::string> entry_points(const Schedule&) const override { return {"affine"}; }
 
   std::string generate_wgsl(const Schedule& schedule) const override {
     const std::uint32_t width = knob(schedule, "vector_width");

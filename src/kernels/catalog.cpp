@@ -163,7 +163,7 @@ Result<GeneratedKernel> generate_builtin(const KernelDefinition& kernel, const S
   generated.backend = backend;
   generated.schedule = schedule;
   generated.source = kernel.generate_wgsl(schedule);
-  generated.entry_points = kernel.entry_points();
+  generated.entry_points = kernel.entry_points(schedule);
   generated.bindings = kernel.bindings();
   generated.seal();
   return generated;

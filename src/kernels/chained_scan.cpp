@@ -4,9 +4,9 @@
 // by workgroups that already run), scans it in registers, publishes the tile's sum, and looks
 // back over its predecessors' published sums until it meets one that published its inclusive
 // prefix (decoupled look-back). The input is read once and the output written once: 8 bytes per
-// element for a scan, against 12 for reduce-then-scan. Without subgroups an invocation's vectors
-// are consecutive (blocked); with them, each row of the tile holds one vector per invocation
-// (striped), so that a subgroup's loads and stores are contiguous.
+// element for a scan, against 12 for reduce-then-scan. The two paths, without and with subgroups,
+// differ in the tile's layout, its scan and who looks back (workgroup_path_wgsl and
+// subgroup_path_wgsl say how); the chain they publish to is the same.
 //
 // WGSL promises no forward progress between workgroups, so no workgroup waits without bound: a
 // predecessor that has published nothing after kSpins polls is reduced from the input by the
@@ -27,6 +27,10 @@ namespace {
 
 // Polls of one predecessor before reducing it from the input instead.
 constexpr std::uint32_t kSpins = 64;
+// The subgroup path keeps one sum per subgroup, sized for subgroups of at least this many lanes.
+constexpr std::uint32_t kMinSubgroup = 4;
+// The look-back window of the subgroup path: one predecessor per lane of the first subgroup.
+constexpr std::uint32_t kSubgroupWindow = 32;
 
 std::string constants(const ChainedScanShape& shape) {
   return "const WG: u32 = " + std::to_string(shape.workgroup_size) +
@@ -34,46 +38,21 @@ std::string constants(const ChainedScanShape& shape) {
          "const VECTORS: u32 = " +
          std::to_string(shape.vectors) +
          "u;  // vec4 per invocation\n"
-         "const TILE_VECTORS: u32 = WG * VECTORS;\n"
-         "const LOOK_BACK: u32 = " +
-         std::to_string(std::min(shape.look_back_window, shape.workgroup_size)) +
-         "u;\n"
-         "const SPINS: u32 = " +
-         std::to_string(kSpins) +
+         "const TILE_VECTORS: u32 = WG * VECTORS;\n\n";
+}
+
+const char* const kCommonWgsl = R"(fn vector_count() -> u32 { return (params.n + 3u) / 4u; }
+
+fn sum4(v: vec4u) -> u32 { return v.x + v.y + v.z + v.w; }
+
+)";
+
+std::string chain_constants() {
+  return "const SPINS: u32 = " + std::to_string(kSpins) +
          "u;\n"
          "const FLAG_AGGREGATE: u32 = 0x10000u;  // the tile's own sum\n"
          "const FLAG_PREFIX: u32 = 0x20000u;     // the sum of every tile up to this one\n"
-         "const FLAG_MASK: u32 = 0x30000u;\n\n";
-}
-
-// Exclusive scan across the workgroup: (prefix of this invocation, workgroup total).
-std::string tile_scan(const ChainedScanShape& shape) {
-  if (!shape.subgroups) {
-    return workgroup_scan_wgsl(shape.workgroup_size) +
-           "fn tile_scan(value: u32, local: u32, lane: u32, width: u32) -> vec2u {\n"
-           "  return workgroup_exclusive_scan(value, local);\n"
-           "}\n\n";
-  }
-  // Subgroups of `width` invocations, consecutive in local_invocation_index; an adapter where
-  // that does not hold fails certification, so such a schedule is never published.
-  return "var<workgroup> subgroup_sums: array<u32, " +
-         std::to_string(std::max(1u, shape.workgroup_size / 4)) +
-         ">;\n"
-         "fn tile_scan(value: u32, local: u32, lane: u32, width: u32) -> vec2u {\n"
-         "  let inclusive = subgroupInclusiveAdd(value);\n"
-         "  let group = local / width;\n"
-         "  if (lane == width - 1u) { subgroup_sums[group] = inclusive; }\n"
-         "  workgroupBarrier();\n"
-         "  var before = 0u;\n"
-         "  var total = 0u;\n"
-         "  for (var g = 0u; g < max(1u, WG / width); g++) {\n"
-         "    let sum = subgroup_sums[g];\n"
-         "    before += select(0u, sum, g < group);\n"
-         "    total += sum;\n"
-         "  }\n"
-         "  workgroupBarrier();\n"
-         "  return vec2u(before + inclusive - value, total);\n"
-         "}\n\n";
+         "const FLAG_MASK: u32 = 0x30000u;\n";
 }
 
 const char* const kChainWgsl =
@@ -93,42 +72,145 @@ fn tile_status(tile: u32) -> vec2u {
   return vec2u(flag, (low & 0xffffu) | (high << 16u));
 }
 
-fn vector_count() -> u32 { return (params.n + 3u) / 4u; }
-
-fn sum4(v: vec4u) -> u32 { return v.x + v.y + v.z + v.w; }
-
-// The sum of a tile's items, from the input.
-fn reduce_tile(tile: u32, local: u32, lane: u32, width: u32) -> u32 {
-  var sum = 0u;
-  for (var k = 0u; k < VECTORS; k++) {
-    let v = tile * TILE_VECTORS + local * VECTORS + k;
-    if (v < vector_count()) { sum += sum4(scan_items(x[v], v * 4u)); }
-  }
-  return tile_scan(sum, local, lane, width).y;
+// A predecessor's status, polled while it is unpublished (flag 0 after SPINS polls).
+fn polled_status(tile: u32) -> vec2u {
+  var status = tile_status(tile);
+  for (var spin = 0u; spin < SPINS && status.x == 0u; spin++) { status = tile_status(tile); }
+  return status;
 }
 
 var<workgroup> claimed_tile: u32;
-// The walk's shared state: the nearest predecessor in the window that is not an aggregate, as
-// 2 * distance + (0 for a prefix, 1 for unpublished), or LOOK_NONE; and the sum of the values
-// up to it.
+// The walk stops at the nearest predecessor that is not an aggregate, coded as
+// 2 * distance + (0 for a prefix, 1 for unpublished); LOOK_NONE: all were aggregates.
 const LOOK_NONE: u32 = 0xffffffffu;
+)";
+
+// The tile's layout and scan. Both define tile_vector(tile, local, lane, lanes, k), the index of
+// an invocation's k-th vector, and a body (LOAD_AND_SCAN) that loads the tile's vectors into
+// raw[k] and sets offsets[k] (the exclusive prefix of vector k's first item among the
+// invocation's group), before (the items of the groups before it) and tile_total. The items are
+// computed again when stored rather than kept: registers are what limits resident tiles.
+//
+// Without subgroups the tile is blocked: an invocation's vectors are consecutive, so one
+// workgroup scan of the invocations' sums serves them all (lane 0, lanes 1).
+const char* const kBlockedTileWgsl =
+    R"(fn tile_vector(tile: u32, local: u32, lane: u32, lanes: u32, k: u32) -> u32 {
+  return tile * TILE_VECTORS + local * VECTORS + k;
+}
+)";
+
+const char* const kBlockedLoadAndScan = R"(  var raw = array<vec4u, VECTORS>();
+  var offsets = array<u32, VECTORS>();
+  var sum = 0u;
+  for (var k = 0u; k < VECTORS; k++) {
+    let v = tile_vector(tile, local, lane, lanes, k);
+    if (v < vector_count()) { raw[k] = x[v]; }
+    offsets[k] = sum;
+    sum += sum4(scan_items(raw[k], v * 4u));
+  }
+  let scanned = workgroup_exclusive_scan(sum, local);
+  let before = scanned.x;
+  let tile_total = scanned.y;
+)";
+
+// With subgroups each subgroup owns a run of lanes * VECTORS consecutive vectors, row k of it
+// being lanes consecutive vectors, one per lane (warp-striped): every load and store of a
+// subgroup is contiguous, the rows are scanned by subgroup scans alone, and one barrier combines
+// the subgroups' sums. Subgroups must be consecutive in local_invocation_index; an adapter where
+// that does not hold fails certification, so such a schedule is never published.
+std::string striped_tile_wgsl(const ChainedScanShape& shape) {
+  return "var<workgroup> subgroup_sums: array<u32, " +
+         std::to_string(std::max(1u, shape.workgroup_size / kMinSubgroup)) + ">;\n" +
+         R"(fn tile_vector(tile: u32, local: u32, lane: u32, lanes: u32, k: u32) -> u32 {
+  return tile * TILE_VECTORS + (local - lane) * VECTORS + k * lanes + lane;
+}
+)";
+}
+
+const char* const kStripedLoadAndScan = R"(  var raw = array<vec4u, VECTORS>();
+  var offsets = array<u32, VECTORS>();
+  var run_total = 0u;
+  for (var k = 0u; k < VECTORS; k++) {
+    let v = tile_vector(tile, local, lane, lanes, k);
+    if (v < vector_count()) { raw[k] = x[v]; }
+    let sum = sum4(scan_items(raw[k], v * 4u));
+    let inclusive = subgroupInclusiveAdd(sum);
+    offsets[k] = run_total + inclusive - sum;
+    run_total += subgroupShuffle(inclusive, lanes - 1u);
+  }
+  let group = local / lanes;
+  let groups = WG / lanes;
+  if (lane == 0u) { subgroup_sums[group] = run_total; }
+  workgroupBarrier();
+  var before = 0u;
+  var tile_total = 0u;
+  for (var base = 0u; base < groups; base += lanes) {
+    let g = base + lane;
+    var sum = 0u;
+    if (g < groups) { sum = subgroup_sums[g]; }
+    before += subgroupAdd(select(0u, sum, g < group));
+    tile_total += subgroupAdd(sum);
+  }
+)";
+
+const char* const kStoreTile = R"(  for (var k = 0u; k < VECTORS; k++) {
+    let v = tile_vector(tile, local, lane, lanes, k);
+    if (v < vector_count()) {
+      scan_store(v, raw[k], scan_items(raw[k], v * 4u), prefix, before + offsets[k]);
+    }
+  }
+  scan_finish_tile(prefix, tile_total, local);
+}
+)";
+
+// An entry point's signature and the lanes it works in.
+std::string entry_point(const ChainedScanShape& shape, const std::string& suffix) {
+  const std::string builtins =
+      shape.subgroups
+          ? ",\n    @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) width: u32"
+          : "";
+  const std::string lanes =
+      shape.subgroups ? "  let lanes = min(width, WG);  // a wider subgroup is part empty\n"
+                      : "  let lane = 0u;\n  let lanes = 1u;\n";
+  return "\n@compute @workgroup_size(WG)\nfn " + shape.name + "_" + suffix +
+         "(@builtin(workgroup_id) workgroup: vec3u, @builtin(num_workgroups) workgroups: vec3u,\n"
+         "    @builtin(local_invocation_index) local: u32" +
+         builtins + ") {\n" + lanes;
+}
+
+std::string load_and_scan(const ChainedScanShape& shape) {
+  return shape.subgroups ? kStripedLoadAndScan : kBlockedLoadAndScan;
+}
+
+// Without subgroups the whole workgroup looks back, one predecessor per invocation of the
+// window, combining the window with workgroup atomics.
+std::string workgroup_look_back_wgsl(const ChainedScanShape& shape) {
+  return "const LOOK_BACK: u32 = " +
+         std::to_string(std::min(shape.look_back_window, shape.workgroup_size)) +
+         "u;  // predecessors read at once\n\n" +
+         R"(// The sum of a tile's items, from the input.
+fn reduce_tile(tile: u32, local: u32) -> u32 {
+  var sum = 0u;
+  for (var k = 0u; k < VECTORS; k++) {
+    let v = tile_vector(tile, local, 0u, 1u, k);
+    if (v < vector_count()) { sum += sum4(scan_items(x[v], v * 4u)); }
+  }
+  return workgroup_exclusive_scan(sum, local).y;
+}
+
 var<workgroup> look_stop: atomic<u32>;
-var<workgroup> look_sum: atomic<u32>;
+var<workgroup> look_sum: atomic<u32>;  // the values up to the stop
 var<workgroup> look_step: vec2u;
 
 // The sum of every tile before `tile` (> 0). Invocation l reads the l-th predecessor not yet
-// accounted for, polling it while it is unpublished; the window's values are added up to the
-// nearest published prefix (done) or unpublished tile (read again, then reduced here).
-fn look_back(tile: u32, local: u32, lane: u32, width: u32) -> u32 {
+// accounted for; the window's values are added up to the nearest published prefix (done) or
+// unpublished tile (read again, then reduced here).
+fn look_back(tile: u32, local: u32) -> u32 {
   var prefix = 0u;
   var next = tile;  // tiles before `next` are not accounted for yet
   loop {
     var status = vec2u(FLAG_PREFIX, 0u);  // before tile 0: nothing
-    if (local < LOOK_BACK && local < next) {
-      let t = next - 1u - local;
-      status = tile_status(t);
-      for (var spin = 0u; spin < SPINS && status.x == 0u; spin++) { status = tile_status(t); }
-    }
+    if (local < LOOK_BACK && local < next) { status = polled_status(next - 1u - local); }
     if (local < LOOK_BACK && status.x != FLAG_AGGREGATE) {
       atomicMin(&look_stop, 2u * local + select(1u, 0u, status.x == FLAG_PREFIX));
     }
@@ -153,7 +235,51 @@ fn look_back(tile: u32, local: u32, lane: u32, width: u32) -> u32 {
       next -= step.x / 2u;  // the aggregates before an unpublished tile
       if (step.x == 1u) {
         // The nearest unaccounted tile published nothing: reduce it here instead of waiting.
-        prefix += reduce_tile(next - 1u, local, lane, width);
+        prefix += reduce_tile(next - 1u, local);
+        next -= 1u;
+      }
+    }
+  }
+  return prefix;
+}
+)";
+}
+
+// With subgroups the first subgroup alone looks back, one predecessor per lane, with no barrier
+// in the walk.
+const char* const kSubgroupLookBackWgsl = R"(var<workgroup> shared_prefix: u32;
+
+// The sum of a tile's items, from the input, by one subgroup.
+fn reduce_tile(tile: u32, lane: u32, lanes: u32) -> u32 {
+  let end = min((tile + 1u) * TILE_VECTORS, vector_count());
+  var sum = 0u;
+  for (var v = tile * TILE_VECTORS + lane; v < end; v += lanes) {
+    sum += sum4(scan_items(x[v], v * 4u));
+  }
+  return subgroupAdd(sum);
+}
+
+// The sum of every tile before `tile` (> 0), by one subgroup: lane l reads the l-th predecessor
+// not yet accounted for; the lanes' values are added up to the nearest published prefix (done) or
+// unpublished tile (read again, then reduced here).
+fn look_back(tile: u32, lane: u32, lanes: u32) -> u32 {
+  var prefix = 0u;
+  var next = tile;  // tiles before `next` are not accounted for yet
+  loop {
+    var status = vec2u(FLAG_PREFIX, 0u);  // before tile 0: nothing
+    if (lane < next) { status = polled_status(next - 1u - lane); }
+    let own_stop = 2u * lane + select(1u, 0u, status.x == FLAG_PREFIX);
+    let stop = subgroupMin(select(LOOK_NONE, own_stop, status.x != FLAG_AGGREGATE));
+    prefix += subgroupAdd(select(0u, status.y, 2u * lane <= stop));
+    if (stop == LOOK_NONE) {
+      next -= lanes;  // a row of aggregates
+    } else if ((stop & 1u) == 0u) {
+      break;  // reached a prefix
+    } else {
+      next -= stop / 2u;  // the aggregates before an unpublished tile
+      if (stop == 1u) {
+        // The nearest unaccounted tile published nothing: reduce it here instead of waiting.
+        prefix += reduce_tile(next - 1u, lane, lanes);
         next -= 1u;
       }
     }
@@ -162,133 +288,141 @@ fn look_back(tile: u32, local: u32, lane: u32, width: u32) -> u32 {
 }
 )";
 
-// WGSL that loads the tile's vectors into raw[k] and items[k] and sets offsets[k] (the exclusive
-// prefix of vector k's first element within the tile) and tile_total.
-std::string load_and_scan_tile(const ChainedScanShape& shape) {
-  const std::string load =
-      "    let v = vector_index(tile, local, k);\n"
-      "    if (v < vector_count()) {\n"
-      "      raw[k] = x[v];\n"
-      "      items[k] = scan_items(raw[k], v * 4u);\n"
-      "    }\n";
-  const std::string arrays =
-      "  var raw = array<vec4u, VECTORS>();\n"
-      "  var items = array<vec4u, VECTORS>();\n"
-      "  var offsets = array<u32, VECTORS>();\n";
-  if (!shape.subgroups) {
-    // Blocked: an invocation's vectors are consecutive, so one workgroup scan of the
-    // invocations' sums serves them all.
-    return arrays +
-           "  var sum = 0u;\n"
-           "  for (var k = 0u; k < VECTORS; k++) {\n" +
-           load +
-           "    offsets[k] = sum;\n"
-           "    sum += sum4(items[k]);\n"
-           "  }\n"
-           "  let scanned = tile_scan(sum, local, lane, width);\n"
-           "  for (var k = 0u; k < VECTORS; k++) { offsets[k] += scanned.x; }\n"
-           "  let tile_total = scanned.y;\n";
-  }
-  // Striped: row k of the tile is WG consecutive vectors, one per invocation, so every load and
-  // store of a subgroup is contiguous. Each row is scanned within subgroups, then the subgroup
-  // sums of all rows are combined after one barrier.
-  return arrays +
-         "  let group = local / width;\n"
-         "  for (var k = 0u; k < VECTORS; k++) {\n" +
-         load +
-         "    let sum = sum4(items[k]);\n"
-         "    let inclusive = subgroupInclusiveAdd(sum);\n"
-         "    offsets[k] = inclusive - sum;\n"
-         "    if (lane == width - 1u) { row_sums[k * ROW_GROUPS + group] = inclusive; }\n"
-         "  }\n"
-         "  workgroupBarrier();\n"
-         "  var tile_total = 0u;\n"
-         "  for (var k = 0u; k < VECTORS; k++) {\n"
-         "    var before = 0u;\n"
-         "    var row = 0u;\n"
-         "    for (var g = 0u; g < max(1u, WG / width); g++) {\n"
-         "      let sum = row_sums[k * ROW_GROUPS + g];\n"
-         "      before += select(0u, sum, g < group);\n"
-         "      row += sum;\n"
-         "    }\n"
-         "    offsets[k] += tile_total + before;\n"
-         "    tile_total += row;\n"
-         "  }\n";
-}
-
-std::string entry_points(const ChainedScanShape& shape) {
-  const std::string name = shape.name;
-  const std::string subgroup_builtins =
+// passes = 1: clear the chain, then one pass in which each workgroup claims a tile, publishes its
+// sum and takes its prefix by look-back.
+std::string single_pass_wgsl(const ChainedScanShape& shape) {
+  const std::string claim =
+      shape.subgroups ? "  if (local == 0u) { claimed_tile = atomicAdd(&chain[0], 1u); }\n"
+                      : "  if (local == 0u) {\n"
+                        "    claimed_tile = atomicAdd(&chain[0], 1u);\n"
+                        "    atomicStore(&look_stop, LOOK_NONE);\n"
+                        "    atomicStore(&look_sum, 0u);\n"
+                        "  }\n";
+  const std::string look_back =
       shape.subgroups
-          ? ",\n    @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) width: u32"
-          : "";
-  const std::string lanes = shape.subgroups ? "" : "  let lane = 0u;\n  let width = 1u;\n";
-  const std::string vector_index = shape.subgroups ? "tile * TILE_VECTORS + k * WG + local"
-                                                   : "tile * TILE_VECTORS + local * VECTORS + k";
-  const std::string row_sums =
-      shape.subgroups
-          ? "const ROW_GROUPS: u32 = " + std::to_string(std::max(1u, shape.workgroup_size / 4)) +
-                "u;  // subgroups of at least 4\n"
-                "var<workgroup> row_sums: array<u32, VECTORS * ROW_GROUPS>;\n"
-          : "";
-  return "\n" + row_sums + "fn vector_index(tile: u32, local: u32, k: u32) -> u32 { return " +
-         vector_index +
-         "; }\n"
+          ? "  if (local < lanes) {\n"
+            "    var prefix = 0u;\n"
+            "    if (tile != 0u) { prefix = look_back(tile, lane, lanes); }\n"
+            "    if (local == 0u) {\n"
+            "      if (tile != 0u) { publish(tile, FLAG_PREFIX, prefix + tile_total); }\n"
+            "      if (tile + 1u == params.tiles) { scan_total(prefix + tile_total); }\n"
+            "      shared_prefix = prefix;\n"
+            "    }\n"
+            "  }\n"
+            "  let prefix = workgroupUniformLoad(&shared_prefix);\n"
+          : "  var prefix = 0u;\n"
+            "  if (tile != 0u) { prefix = look_back(tile, local); }\n"
+            "  if (local == 0u) {\n"
+            "    if (tile != 0u) { publish(tile, FLAG_PREFIX, prefix + tile_total); }\n"
+            "    if (tile + 1u == params.tiles) { scan_total(prefix + tile_total); }\n"
+            "  }\n";
+  return chain_constants() + kChainWgsl +
+         (shape.subgroups ? std::string(kSubgroupLookBackWgsl) : workgroup_look_back_wgsl(shape)) +
          "\n@compute @workgroup_size(WG)\n"
          "fn " +
-         name +
+         shape.name +
          "_clear(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,\n"
          "    @builtin(local_invocation_index) local: u32) {\n"
          "  let i = linear_workgroup(group, groups) * WG + local;\n"
          "  if (i < 1u + 2u * params.tiles) { atomicStore(&chain[i], 0u); }\n"
-         "}\n"
-         "\n@compute @workgroup_size(WG)\n"
-         "fn " +
-         name + "_tiles(@builtin(local_invocation_index) local: u32" + subgroup_builtins + ") {\n" +
-         lanes +
-         "  if (local == 0u) {\n"
-         "    claimed_tile = atomicAdd(&chain[0], 1u);\n"
-         "    atomicStore(&look_stop, LOOK_NONE);\n"
-         "    atomicStore(&look_sum, 0u);\n"
-         "  }\n"
-         "  let tile = workgroupUniformLoad(&claimed_tile);\n" +
-         load_and_scan_tile(shape) +
+         "}\n" +
+         entry_point(shape, "tiles") + claim +
+         "  let tile = workgroupUniformLoad(&claimed_tile);\n"
+         "  if (tile >= params.tiles) { return; }  // a grid rounded up past the tiles\n" +
+         load_and_scan(shape) +
          "  if (local == 0u) {\n"
          "    publish(tile, select(FLAG_AGGREGATE, FLAG_PREFIX, tile == 0u), tile_total);\n"
-         "  }\n"
-         "  var prefix = 0u;\n"
-         "  if (tile != 0u) { prefix = look_back(tile, local, lane, width); }\n"
-         "  if (local == 0u) {\n"
-         "    if (tile != 0u) { publish(tile, FLAG_PREFIX, prefix + tile_total); }\n"
-         "    if (tile + 1u == params.tiles) { scan_total(prefix + tile_total); }\n"
-         "  }\n"
-         "  for (var k = 0u; k < VECTORS; k++) {\n"
-         "    let v = vector_index(tile, local, k);\n"
-         "    if (v < vector_count()) { scan_store(v, raw[k], items[k], prefix, offsets[k]); }\n"
-         "  }\n"
-         "  scan_finish_tile(prefix, tile_total, local);\n"
-         "}\n";
+         "  }\n" +
+         look_back + kStoreTile;
+}
+
+// passes = 3 (reduce-then-scan): each tile's sum to chain[1 + tile]; one workgroup scans the
+// sums in place; each tile scans again and stores. The input is read twice, but no workgroup
+// waits for another, so every resident workgroup keeps loads in flight. Its chain words are
+// plain u32: the passes are ordered by the queue, so nothing is read while it is written.
+std::string three_pass_wgsl(const ChainedScanShape& shape) {
+  return entry_point(shape, "reduce") +
+         "  let tile = linear_workgroup(workgroup, workgroups);\n"
+         "  if (tile >= params.tiles) { return; }\n" +
+         load_and_scan(shape) + "  if (local == 0u) { chain[1u + tile] = tile_total; }\n}\n" +
+         R"(
+// One workgroup; invocation t owns a run of consecutive tiles.
+@compute @workgroup_size(WG)
+fn )" + shape.name +
+         R"(_spine(@builtin(local_invocation_index) local: u32) {
+  let per = (params.tiles + WG - 1u) / WG;
+  let begin = min(local * per, params.tiles);
+  let end = min(begin + per, params.tiles);
+  var sum = 0u;
+  for (var t = begin; t < end; t++) { sum += chain[1u + t]; }
+  let scanned = workgroup_exclusive_scan(sum, local);
+  var running = scanned.x;
+  for (var t = begin; t < end; t++) {
+    let tile_sum = chain[1u + t];
+    chain[1u + t] = running;
+    running += tile_sum;
+  }
+  if (local == 0u) { scan_total(scanned.y); }
+}
+)" + entry_point(shape, "apply") +
+         "  let tile = linear_workgroup(workgroup, workgroups);\n"
+         "  if (tile >= params.tiles) { return; }\n" +
+         load_and_scan(shape) + "  let prefix = chain[1u + tile];\n" + kStoreTile;
 }
 
 }  // namespace
 
 std::string chained_scan_wgsl(const ChainedScanShape& shape, const std::string& declarations) {
-  return std::string(shape.subgroups ? "enable subgroups;\n" : "") + kLinearWorkgroupWgsl + "\n" +
-         declarations + "\n" + constants(shape) + tile_scan(shape) + kChainWgsl +
-         entry_points(shape);
+  // Only the first subgroup looks back, so its subgroup operations are not in workgroup-uniform
+  // control flow; they are uniform within that subgroup, which is what they need.
+  const std::string header =
+      shape.subgroups ? "enable subgroups;\ndiagnostic(off, subgroup_uniformity);\n" : "";
+  // The workgroup scan serves the blocked tile and the three-pass spine.
+  const std::string workgroup_scan =
+      !shape.subgroups || shape.passes == 3 ? workgroup_scan_wgsl(shape.workgroup_size) + "\n" : "";
+  const std::string chain_word =
+      shape.passes == 3 ? "alias ChainWord = u32;\n" : "alias ChainWord = atomic<u32>;\n";
+  return header + kLinearWorkgroupWgsl + "\n" + chain_word + declarations + "\n" +
+         constants(shape) + kCommonWgsl + workgroup_scan +
+         (shape.subgroups ? striped_tile_wgsl(shape) : std::string(kBlockedTileWgsl)) +
+         (shape.passes == 3 ? three_pass_wgsl(shape) : single_pass_wgsl(shape));
 }
 
 Status check_chained_scan_resources(const ChainedScanShape& shape, std::uint64_t caller_bytes,
                                     const DeviceCapabilities& device) {
+  if (shape.passes == 3 && shape.look_back_window != kSubgroupWindow) {
+    return Error(ErrorKind::kInvalidInput,
+                 "Knob look_back_window (" + std::to_string(shape.look_back_window) +
+                     ") needs passes (1): the three-pass scan does not look back, and the knob "
+                     "keeps its default (" +
+                     std::to_string(kSubgroupWindow) + ").");
+  }
+  if (shape.subgroups && shape.look_back_window != kSubgroupWindow) {
+    return Error(ErrorKind::kInvalidInput,
+                 "Knob look_back_window (" + std::to_string(shape.look_back_window) +
+                     ") needs use_subgroups (0): with subgroups the first subgroup looks back, "
+                     "one predecessor per lane, and the knob keeps its default (" +
+                     std::to_string(kSubgroupWindow) + ").");
+  }
+  if (shape.subgroups && device.subgroup_min_size != 0 && device.subgroup_min_size < kMinSubgroup) {
+    return Error(ErrorKind::kInvalidInput, "Knob use_subgroups (1) needs subgroups of at least " +
+                                               std::to_string(kMinSubgroup) +
+                                               " invocations; the adapter's smallest has " +
+                                               std::to_string(device.subgroup_min_size) + ".");
+  }
   const std::uint64_t wg = shape.workgroup_size;
-  const std::uint64_t scan_bytes =
-      shape.subgroups ? (std::max<std::uint64_t>(1, wg / 4) * (1 + shape.vectors)) * 4 : wg * 4;
-  const std::uint64_t bytes = scan_bytes + 32 + caller_bytes;
+  // The tile's scan: a sum per subgroup, or the workgroup scan's scratch. The single pass adds
+  // the claimed tile and the look-back's state; the three-pass spine needs the workgroup scan.
+  const std::uint64_t tile_scan =
+      shape.subgroups ? std::max<std::uint64_t>(1, wg / kMinSubgroup) * 4 : wg * 4;
+  const std::uint64_t look_back = shape.passes == 3 ? 0 : (shape.subgroups ? 8 : 24);
+  const std::uint64_t bytes = std::max(tile_scan + look_back + caller_bytes, wg * 4);
   if (bytes <= device.max_workgroup_storage_size) return Ok{};
   return Error(ErrorKind::kInvalidInput,
                "Knobs workgroup_size (" + std::to_string(wg) + "), vectors_per_invocation (" +
-                   std::to_string(shape.vectors) + ") and use_subgroups (" +
-                   std::to_string(shape.subgroups ? 1 : 0) + ") need " + std::to_string(bytes) +
+                   std::to_string(shape.vectors) + "), use_subgroups (" +
+                   std::to_string(shape.subgroups ? 1 : 0) + ") and passes (" +
+                   std::to_string(shape.passes) + ") need " + std::to_string(bytes) +
                    " bytes of workgroup memory, more than maxComputeWorkgroupStorageSize (" +
                    std::to_string(device.max_workgroup_storage_size) + ").");
 }
@@ -301,8 +435,19 @@ std::uint64_t chained_scan_tiles(std::uint64_t n, const ChainedScanShape& shape)
 std::vector<PassPlan> chained_scan_passes(const ChainedScanShape& shape, std::uint64_t tiles,
                                           const std::map<std::uint32_t, std::string>& buffers,
                                           const std::vector<std::uint32_t>& params) {
+  if (shape.passes == 3) {
+    return {{shape.name + "_reduce", tiles, buffers, params},
+            {shape.name + "_spine", 1, buffers, params},
+            {shape.name + "_apply", tiles, buffers, params}};
+  }
   return {{shape.name + "_clear", ceil_div(1 + 2 * tiles, shape.workgroup_size), buffers, params},
           {shape.name + "_tiles", tiles, buffers, params}};
+}
+
+std::vector<std::string> chained_scan_entry_points(const ChainedScanShape& shape) {
+  if (shape.passes == 3)
+    return {shape.name + "_reduce", shape.name + "_spine", shape.name + "_apply"};
+  return {shape.name + "_clear", shape.name + "_tiles"};
 }
 
 }  // namespace wgsl_forge::kernels::support

@@ -1,13 +1,15 @@
 // compact_f32: the x[i] with x[i] > threshold, in input order, and their count.
 //
-// Stream compaction as a single-pass chained scan over keep-flags (chained_scan.cpp): each
-// workgroup counts its tile's kept elements, takes its offset by decoupled look-back and scatters
-// them, gathered in workgroup memory first so that the stores are coalesced; the last tile writes
-// the count. Values move as raw bits, and the comparison uses
+// Stream compaction as a chained scan over keep-flags (chained_scan.cpp, whose knobs it shares:
+// one pass or three, with or without subgroups): each workgroup counts its tile's kept elements,
+// takes its offset (by decoupled look-back, or from the scanned tile sums) and stores
+// them (gathered in workgroup memory first, for coalesced stores, when stage_kept is 1); the
+// scan's total is the count. Values move as raw bits, and the comparison uses
 // order-preserving integer keys, so results are exact whatever the adapter does with subnormals.
 // Semantics: IEEE `>` (so -0 > +0 is false); NaN is never kept; a NaN threshold keeps nothing.
-// Knobs: workgroup_size, vectors_per_invocation (vec4 each), use_subgroups,
-// look_back_window.
+// Knobs: workgroup_size, vectors_per_invocation (vec4 each), use_subgroups, look_back_window,
+// passes, stage_kept (staging costs workgroup memory, hence resident tiles, and a barrier, and on
+// the H200 scattering from registers has measured faster, so the tuner decides).
 //
 // Oracle: the sequential filter; the count and the first `count` outputs must match bit for bit
 // (the rest of y is unspecified). Bytes moved: 6 n (4 n read, 4 bytes per kept element, counted
@@ -30,10 +32,38 @@ std::uint32_t order_key(float value) {
 
 bool kept(float value, float threshold) { return value > threshold; }
 
+// The tile's kept values gather in workgroup memory, so that they go out in coalesced stores.
+const char* const kStagedStoreWgsl =
+    R"(var<workgroup> staged: array<u32, TILE_VECTORS * 4u>;
+fn scan_store(v: u32, raw: vec4u, items: vec4u, tile_prefix: u32, offset: u32) {
+  var at = offset;
+  for (var c = 0u; c < 4u; c++) {
+    if (items[c] != 0u) { staged[at] = raw[c]; }
+    at += items[c];
+  }
+}
+fn scan_finish_tile(tile_prefix: u32, tile_total: u32, local: u32) {
+  workgroupBarrier();
+  for (var i = local; i < tile_total; i += WG) { y[tile_prefix + i] = staged[i]; }
+}
+)";
+
+// Each invocation stores its kept values where they belong.
+const char* const kDirectStoreWgsl =
+    R"(fn scan_store(v: u32, raw: vec4u, items: vec4u, tile_prefix: u32, offset: u32) {
+  var at = tile_prefix + offset;
+  for (var c = 0u; c < 4u; c++) {
+    if (items[c] != 0u) { y[at] = raw[c]; }
+    at += items[c];
+  }
+}
+fn scan_finish_tile(tile_prefix: u32, tile_total: u32, local: u32) {}
+)";
+
 class CompactF32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "compact_f32"; }
-  std::uint32_t revision() const override { return 2; }
+  std::uint32_t revision() const override { return 3; }
   std::string_view summary() const override {
     return "the x[i] > threshold, in input order, and their count";
   }
@@ -42,15 +72,19 @@ class CompactF32 final : public KernelDefinition {
     return {{"workgroup_size", "invocations per workgroup", {64, 128, 256, 512, 1024}, 256},
             {"vectors_per_invocation", "vec4 per invocation", {1, 2, 4, 8, 16}, 1},
             {"use_subgroups", "scan within subgroups first", {0, 1}, 0},
-            {"look_back_window", "predecessors read at once by the look-back", {32, 256}, 32}};
+            {"look_back_window", "predecessors read at once by the look-back", {32, 256}, 32},
+            {"passes", "1: single pass, decoupled look-back; 3: reduce-then-scan", {1, 3}, 1},
+            {"stage_kept", "gather kept values in workgroup memory before storing", {0, 1}, 1}};
   }
 
   // The staged tile (16 bytes per vector) must fit next to the scan's own workgroup memory.
   Status check_resources(const Schedule& schedule,
                          const DeviceCapabilities& device) const override {
     const ChainedScanShape scan = shape(schedule);
-    return check_chained_scan_resources(
-        scan, std::uint64_t{scan.workgroup_size} * scan.vectors * 16, device);
+    const std::uint64_t staged = knob(schedule, "stage_kept") == 1
+                                     ? std::uint64_t{scan.workgroup_size} * scan.vectors * 16
+                                     : 0;
+    return check_chained_scan_resources(scan, staged, device);
   }
 
   std::vector<KernelBinding> bindings() const override {
@@ -61,8 +95,8 @@ class CompactF32 final : public KernelDefinition {
             {0, 4, BindingKind::kStorageReadWrite, "count"}};
   }
 
-  std::vector<std::string> entry_points() const override {
-    return {"compact_clear", "compact_tiles"};
+  std::vector<std::string> entry_points(const Schedule& schedule) const override {
+    return chained_scan_entry_points(shape(schedule));
   }
 
   std::string generate_wgsl(const Schedule& schedule) const override {
@@ -72,7 +106,7 @@ class CompactF32 final : public KernelDefinition {
         "@group(0) @binding(0) var<uniform> params: Params;\n"
         "@group(0) @binding(1) var<storage, read> x: array<vec4u>;\n"
         "@group(0) @binding(2) var<storage, read_write> y: array<u32>;\n"
-        "@group(0) @binding(3) var<storage, read_write> chain: array<atomic<u32>>;\n"
+        "@group(0) @binding(3) var<storage, read_write> chain: array<ChainWord>;\n"
         "@group(0) @binding(4) var<storage, read_write> count: array<u32>;\n\n"
         "fn keep(bits: u32) -> bool {\n"
         "  if ((bits & 0x7fffffffu) > 0x7f800000u) { return false; }\n"
@@ -84,21 +118,9 @@ class CompactF32 final : public KernelDefinition {
         "  let kept = vec4<bool>(keep(raw.x), keep(raw.y), keep(raw.z), keep(raw.w));\n"
         "  let inside = first + vec4u(0u, 1u, 2u, 3u) < vec4u(params.n);\n"
         "  return select(vec4u(0u), vec4u(1u), kept & inside);\n"
-        "}\n"
-        "// The tile's kept values gather here, so that they go out in coalesced stores.\n"
-        "var<workgroup> staged: array<u32, TILE_VECTORS * 4u>;\n"
-        "fn scan_store(v: u32, raw: vec4u, items: vec4u, tile_prefix: u32, offset: u32) {\n"
-        "  var at = offset;\n"
-        "  for (var c = 0u; c < 4u; c++) {\n"
-        "    if (items[c] != 0u) { staged[at] = raw[c]; }\n"
-        "    at += items[c];\n"
-        "  }\n"
-        "}\n"
-        "fn scan_finish_tile(tile_prefix: u32, tile_total: u32, local: u32) {\n"
-        "  workgroupBarrier();\n"
-        "  for (var i = local; i < tile_total; i += WG) { y[tile_prefix + i] = staged[i]; }\n"
-        "}\n"
-        "fn scan_total(total: u32) { count[0] = total; }\n");
+        "}\n" +
+            std::string(knob(schedule, "stage_kept") == 1 ? kStagedStoreWgsl : kDirectStoreWgsl) +
+            "fn scan_total(total: u32) { count[0] = total; }\n");
   }
 
   Result<DispatchPlan> plan(const Schedule& schedule, const Problem& problem,
@@ -165,8 +187,12 @@ class CompactF32 final : public KernelDefinition {
 
  private:
   static ChainedScanShape shape(const Schedule& schedule) {
-    return {"compact", knob(schedule, "workgroup_size"), knob(schedule, "vectors_per_invocation"),
-            knob(schedule, "use_subgroups") == 1, knob(schedule, "look_back_window")};
+    return {"compact",
+            knob(schedule, "workgroup_size"),
+            knob(schedule, "vectors_per_invocation"),
+            knob(schedule, "use_subgroups") == 1,
+            knob(schedule, "look_back_window"),
+            knob(schedule, "passes")};
   }
 };
 

@@ -34,7 +34,7 @@ class GatherF32 final : public KernelDefinition {
             {0, 3, BindingKind::kStorageReadWrite, "y"}};
   }
 
-  std::vector<std::string> entry_points() const override { return {"gather"}; }
+  std::vector<std::string> entry_points(const Schedule&) const override { return {"gather"}; }
 
   std::string generate_wgsl(const Schedule& schedule) const override {
     const std::string wg = knob_string(schedule, "workgroup_size");

@@ -71,7 +71,7 @@ class GemmF32 final : public KernelDefinition {
             {0, 3, BindingKind::kStorageReadWrite, "c"}};
   }
 
-  std::vector<std::string> entry_points() const override { return {"gemm"}; }
+  std::vector<std::string> entry_points(const Schedule&) const override { return {"gemm"}; }
 
   std::string generate_wgsl(const Schedule& schedule) const override;
 

@@ -60,7 +60,9 @@ class HistogramU32 final : public KernelDefinition {
             {0, 2, BindingKind::kStorageReadWrite, "counts"}};
   }
 
-  std::vector<std::string> entry_points() const override { return {"clear", "count"}; }
+  std::vector<std::string> entry_points(const Schedule&) const override {
+    return {"clear", "count"};
+  }
 
   std::string generate_wgsl(const Schedule& schedule) const override {
     const std::uint32_t copies = knob(schedule, "private_copies");

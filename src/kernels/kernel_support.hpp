@@ -114,14 +114,18 @@ struct ChainedScanShape {
   std::uint32_t workgroup_size = 256;
   std::uint32_t vectors = 1;
   bool subgroups = false;
-  // Predecessors read at once by the look-back (at most one per invocation): a wide window
-  // reaches a published prefix in fewer steps, a narrow one polls the L2 cache less.
+  // Predecessors read at once by the workgroup's look-back (at most one per invocation): a wide
+  // window reaches a published prefix in fewer steps, a narrow one polls the L2 cache less. With
+  // subgroups the first subgroup looks back, one predecessor per lane, and this stays 32.
   std::uint32_t look_back_window = 32;
+  // 1: the single pass with decoupled look-back; 3: reduce-then-scan (tile sums, their scan by
+  // one workgroup, then each tile again), which reads the input twice but never waits.
+  std::uint32_t passes = 1;
 };
 
 // The whole WGSL module. `declarations` must define the uniform `params` with fields n (elements)
 // and tiles (chained_scan_tiles), `x: array<vec4u>` (raw input, at least ceil(n / 4) vectors),
-// `chain: array<atomic<u32>>` (1 + 2 tiles words of scratch), and
+// `chain: array<ChainWord>` (1 + 2 tiles words of scratch; ChainWord is defined here), and
 //   fn scan_items(raw: vec4u, first: u32) -> vec4u    the items of elements first .. first + 3
 //                                                     (0 for those at or past n);
 //   fn scan_store(v: u32, raw: vec4u, items: vec4u, tile_prefix: u32, offset: u32)
@@ -140,7 +144,9 @@ Status check_chained_scan_resources(const ChainedScanShape& shape, std::uint64_t
                                     const DeviceCapabilities& device);
 // Tiles of a problem of n elements (at least one, so that scan_total is always called).
 std::uint64_t chained_scan_tiles(std::uint64_t n, const ChainedScanShape& shape);
-// The two passes: clear the chain, then scan the tiles.
+// The entry points the shape's passes dispatch, in order.
+std::vector<std::string> chained_scan_entry_points(const ChainedScanShape& shape);
+// The passes: clear the chain and scan the tiles, or reduce, spine and apply.
 std::vector<PassPlan> chained_scan_passes(const ChainedScanShape& shape, std::uint64_t tiles,
                                           const std::map<std::uint32_t, std::string>& buffers,
                                           const std::vector<std::uint32_t>& params);

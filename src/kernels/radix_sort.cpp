@@ -83,7 +83,7 @@ class RadixSort final : public KernelDefinition {
     return list;
   }
 
-  std::vector<std::string> entry_points() const override {
+  std::vector<std::string> entry_points(const Schedule&) const override {
     return {"digit_count", "counts_reduce", "counts_spine", "counts_apply", "scatter"};
   }
 

@@ -82,7 +82,7 @@ class Reduce final : public KernelDefinition {
     return list;
   }
 
-  std::vector<std::string> entry_points() const override {
+  std::vector<std::string> entry_points(const Schedule&) const override {
     switch (op_) {
       case ReduceOp::kSumF32:
         return {"partial_sums", "total_sum"};

@@ -1,10 +1,12 @@
 // scan_exclusive_u32: y[i] = x[0] + ... + x[i-1], wrapping (y[0] = 0).
 //
-// A single-pass chained scan (chained_scan.cpp): each workgroup scans a tile of
-// workgroup_size * vectors_per_invocation * 4 elements in registers and takes its offset from its
-// predecessors by decoupled look-back, so x is read once and y written once. Knobs:
-// workgroup_size, vectors_per_invocation (vec4 each), use_subgroups (scan within
-// subgroups, then across them; otherwise a scan in workgroup memory), look_back_window.
+// A chained scan (chained_scan.cpp): by default a single pass in which each workgroup scans a
+// tile of workgroup_size * vectors_per_invocation * 4 elements in registers and takes its offset
+// from its predecessors by decoupled look-back, so x is read once and y written once. Knobs:
+// workgroup_size, vectors_per_invocation (vec4 each), use_subgroups (warp-striped tiles scanned
+// by subgroup operations, the first subgroup looking back; otherwise blocked tiles and a scan in
+// workgroup memory), look_back_window (without subgroups), passes (1, or 3 for reduce-then-scan,
+// which reads x twice but never waits for another workgroup).
 //
 // Oracle: the sequential wrapping scan; exact. Bytes moved: 8 n (read x, write y).
 
@@ -18,7 +20,7 @@ using namespace support;
 class ScanExclusiveU32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "scan_exclusive_u32"; }
-  std::uint32_t revision() const override { return 2; }
+  std::uint32_t revision() const override { return 3; }
   std::string_view summary() const override {
     return "y[i] = x[0] + ... + x[i-1] (exclusive prefix sum, wrapping u32)";
   }
@@ -27,7 +29,8 @@ class ScanExclusiveU32 final : public KernelDefinition {
     return {{"workgroup_size", "invocations per workgroup", {64, 128, 256, 512, 1024}, 256},
             {"vectors_per_invocation", "vec4 per invocation", {1, 2, 4, 8, 16}, 1},
             {"use_subgroups", "scan within subgroups first", {0, 1}, 0},
-            {"look_back_window", "predecessors read at once by the look-back", {32, 256}, 32}};
+            {"look_back_window", "predecessors read at once by the look-back", {32, 256}, 32},
+            {"passes", "1: single pass, decoupled look-back; 3: reduce-then-scan", {1, 3}, 1}};
   }
 
   Status check_resources(const Schedule& schedule,
@@ -42,7 +45,9 @@ class ScanExclusiveU32 final : public KernelDefinition {
             {0, 3, BindingKind::kStorageReadWrite, "chain"}};
   }
 
-  std::vector<std::string> entry_points() const override { return {"scan_clear", "scan_tiles"}; }
+  std::vector<std::string> entry_points(const Schedule& schedule) const override {
+    return chained_scan_entry_points(shape(schedule));
+  }
 
   std::string generate_wgsl(const Schedule& schedule) const override {
     return chained_scan_wgsl(
@@ -51,7 +56,7 @@ class ScanExclusiveU32 final : public KernelDefinition {
         "@group(0) @binding(0) var<uniform> params: Params;\n"
         "@group(0) @binding(1) var<storage, read> x: array<vec4u>;\n"
         "@group(0) @binding(2) var<storage, read_write> y: array<vec4u>;\n"
-        "@group(0) @binding(3) var<storage, read_write> chain: array<atomic<u32>>;\n\n"
+        "@group(0) @binding(3) var<storage, read_write> chain: array<ChainWord>;\n\n"
         "fn scan_items(raw: vec4u, first: u32) -> vec4u {\n"
         "  return select(vec4u(0u), raw, first + vec4u(0u, 1u, 2u, 3u) < vec4u(params.n));\n"
         "}\n"
@@ -116,8 +121,12 @@ class ScanExclusiveU32 final : public KernelDefinition {
 
  private:
   static ChainedScanShape shape(const Schedule& schedule) {
-    return {"scan", knob(schedule, "workgroup_size"), knob(schedule, "vectors_per_invocation"),
-            knob(schedule, "use_subgroups") == 1, knob(schedule, "look_back_window")};
+    return {"scan",
+            knob(schedule, "workgroup_size"),
+            knob(schedule, "vectors_per_invocation"),
+            knob(schedule, "use_subgroups") == 1,
+            knob(schedule, "look_back_window"),
+            knob(schedule, "passes")};
   }
 };
 

@@ -38,7 +38,9 @@ class MisbehavingAffine final : public kernels::KernelDefinition {
     return pinned;
   }
   std::vector<KernelBinding> bindings() const override { return affine_.bindings(); }
-  std::vector<std::string> entry_points() const override { return affine_.entry_points(); }
+  std::vector<std::string> entry_points(const Schedule& schedule) const override {
+    return affine_.entry_points(without_mode(schedule));
+  }
   std::string generate_wgsl(const Schedule& schedule) const override {
     std::string wgsl = affine_.generate_wgsl(without_mode(schedule));
     switch (*schedule.get("mode")) {

@@ -3,11 +3,12 @@ fn linear_workgroup(id: vec3u, count: vec3u) -> u32 {
   return id.x + id.y * count.x;
 }
 
+alias ChainWord = atomic<u32>;
 struct Params { n: u32, tiles: u32 }
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> x: array<vec4u>;
 @group(0) @binding(2) var<storage, read_write> y: array<vec4u>;
-@group(0) @binding(3) var<storage, read_write> chain: array<atomic<u32>>;
+@group(0) @binding(3) var<storage, read_write> chain: array<ChainWord>;
 
 fn scan_items(raw: vec4u, first: u32) -> vec4u {
   return select(vec4u(0u), raw, first + vec4u(0u, 1u, 2u, 3u) < vec4u(params.n));
@@ -22,11 +23,10 @@ fn scan_total(total: u32) {}
 const WG: u32 = 256u;
 const VECTORS: u32 = 1u;  // vec4 per invocation
 const TILE_VECTORS: u32 = WG * VECTORS;
-const LOOK_BACK: u32 = 32u;
-const SPINS: u32 = 64u;
-const FLAG_AGGREGATE: u32 = 0x10000u;  // the tile's own sum
-const FLAG_PREFIX: u32 = 0x20000u;     // the sum of every tile up to this one
-const FLAG_MASK: u32 = 0x30000u;
+
+fn vector_count() -> u32 { return (params.n + 3u) / 4u; }
+
+fn sum4(v: vec4u) -> u32 { return v.x + v.y + v.z + v.w; }
 
 var<workgroup> scan_scratch: array<u32, 256>;
 fn workgroup_exclusive_scan(value: u32, local: u32) -> vec2u {
@@ -44,10 +44,14 @@ fn workgroup_exclusive_scan(value: u32, local: u32) -> vec2u {
   workgroupBarrier();
   return vec2u(inclusive - value, total);
 }
-fn tile_scan(value: u32, local: u32, lane: u32, width: u32) -> vec2u {
-  return workgroup_exclusive_scan(value, local);
-}
 
+fn tile_vector(tile: u32, local: u32, lane: u32, lanes: u32, k: u32) -> u32 {
+  return tile * TILE_VECTORS + local * VECTORS + k;
+}
+const SPINS: u32 = 64u;
+const FLAG_AGGREGATE: u32 = 0x10000u;  // the tile's own sum
+const FLAG_PREFIX: u32 = 0x20000u;     // the sum of every tile up to this one
+const FLAG_MASK: u32 = 0x30000u;
 // chain[0]: the next tile to claim; chain[1 + 2 t] and chain[2 + 2 t]: the low and the high
 // 16 bits of tile t's published value, each with the flag (0 while nothing is published).
 fn publish(tile: u32, flag: u32, value: u32) {
@@ -64,42 +68,42 @@ fn tile_status(tile: u32) -> vec2u {
   return vec2u(flag, (low & 0xffffu) | (high << 16u));
 }
 
-fn vector_count() -> u32 { return (params.n + 3u) / 4u; }
-
-fn sum4(v: vec4u) -> u32 { return v.x + v.y + v.z + v.w; }
-
-// The sum of a tile's items, from the input.
-fn reduce_tile(tile: u32, local: u32, lane: u32, width: u32) -> u32 {
-  var sum = 0u;
-  for (var k = 0u; k < VECTORS; k++) {
-    let v = tile * TILE_VECTORS + local * VECTORS + k;
-    if (v < vector_count()) { sum += sum4(scan_items(x[v], v * 4u)); }
-  }
-  return tile_scan(sum, local, lane, width).y;
+// A predecessor's status, polled while it is unpublished (flag 0 after SPINS polls).
+fn polled_status(tile: u32) -> vec2u {
+  var status = tile_status(tile);
+  for (var spin = 0u; spin < SPINS && status.x == 0u; spin++) { status = tile_status(tile); }
+  return status;
 }
 
 var<workgroup> claimed_tile: u32;
-// The walk's shared state: the nearest predecessor in the window that is not an aggregate, as
-// 2 * distance + (0 for a prefix, 1 for unpublished), or LOOK_NONE; and the sum of the values
-// up to it.
+// The walk stops at the nearest predecessor that is not an aggregate, coded as
+// 2 * distance + (0 for a prefix, 1 for unpublished); LOOK_NONE: all were aggregates.
 const LOOK_NONE: u32 = 0xffffffffu;
+const LOOK_BACK: u32 = 32u;  // predecessors read at once
+
+// The sum of a tile's items, from the input.
+fn reduce_tile(tile: u32, local: u32) -> u32 {
+  var sum = 0u;
+  for (var k = 0u; k < VECTORS; k++) {
+    let v = tile_vector(tile, local, 0u, 1u, k);
+    if (v < vector_count()) { sum += sum4(scan_items(x[v], v * 4u)); }
+  }
+  return workgroup_exclusive_scan(sum, local).y;
+}
+
 var<workgroup> look_stop: atomic<u32>;
-var<workgroup> look_sum: atomic<u32>;
+var<workgroup> look_sum: atomic<u32>;  // the values up to the stop
 var<workgroup> look_step: vec2u;
 
 // The sum of every tile before `tile` (> 0). Invocation l reads the l-th predecessor not yet
-// accounted for, polling it while it is unpublished; the window's values are added up to the
-// nearest published prefix (done) or unpublished tile (read again, then reduced here).
-fn look_back(tile: u32, local: u32, lane: u32, width: u32) -> u32 {
+// accounted for; the window's values are added up to the nearest published prefix (done) or
+// unpublished tile (read again, then reduced here).
+fn look_back(tile: u32, local: u32) -> u32 {
   var prefix = 0u;
   var next = tile;  // tiles before `next` are not accounted for yet
   loop {
     var status = vec2u(FLAG_PREFIX, 0u);  // before tile 0: nothing
-    if (local < LOOK_BACK && local < next) {
-      let t = next - 1u - local;
-      status = tile_status(t);
-      for (var spin = 0u; spin < SPINS && status.x == 0u; spin++) { status = tile_status(t); }
-    }
+    if (local < LOOK_BACK && local < next) { status = polled_status(next - 1u - local); }
     if (local < LOOK_BACK && status.x != FLAG_AGGREGATE) {
       atomicMin(&look_stop, 2u * local + select(1u, 0u, status.x == FLAG_PREFIX));
     }
@@ -124,15 +128,13 @@ fn look_back(tile: u32, local: u32, lane: u32, width: u32) -> u32 {
       next -= step.x / 2u;  // the aggregates before an unpublished tile
       if (step.x == 1u) {
         // The nearest unaccounted tile published nothing: reduce it here instead of waiting.
-        prefix += reduce_tile(next - 1u, local, lane, width);
+        prefix += reduce_tile(next - 1u, local);
         next -= 1u;
       }
     }
   }
   return prefix;
 }
-
-fn vector_index(tile: u32, local: u32, k: u32) -> u32 { return tile * TILE_VECTORS + local * VECTORS + k; }
 
 @compute @workgroup_size(WG)
 fn scan_clear(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
@@ -142,43 +144,43 @@ fn scan_clear(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) grou
 }
 
 @compute @workgroup_size(WG)
-fn scan_tiles(@builtin(local_invocation_index) local: u32) {
+fn scan_tiles(@builtin(workgroup_id) workgroup: vec3u, @builtin(num_workgroups) workgroups: vec3u,
+    @builtin(local_invocation_index) local: u32) {
   let lane = 0u;
-  let width = 1u;
+  let lanes = 1u;
   if (local == 0u) {
     claimed_tile = atomicAdd(&chain[0], 1u);
     atomicStore(&look_stop, LOOK_NONE);
     atomicStore(&look_sum, 0u);
   }
   let tile = workgroupUniformLoad(&claimed_tile);
+  if (tile >= params.tiles) { return; }  // a grid rounded up past the tiles
   var raw = array<vec4u, VECTORS>();
-  var items = array<vec4u, VECTORS>();
   var offsets = array<u32, VECTORS>();
   var sum = 0u;
   for (var k = 0u; k < VECTORS; k++) {
-    let v = vector_index(tile, local, k);
-    if (v < vector_count()) {
-      raw[k] = x[v];
-      items[k] = scan_items(raw[k], v * 4u);
-    }
+    let v = tile_vector(tile, local, lane, lanes, k);
+    if (v < vector_count()) { raw[k] = x[v]; }
     offsets[k] = sum;
-    sum += sum4(items[k]);
+    sum += sum4(scan_items(raw[k], v * 4u));
   }
-  let scanned = tile_scan(sum, local, lane, width);
-  for (var k = 0u; k < VECTORS; k++) { offsets[k] += scanned.x; }
+  let scanned = workgroup_exclusive_scan(sum, local);
+  let before = scanned.x;
   let tile_total = scanned.y;
   if (local == 0u) {
     publish(tile, select(FLAG_AGGREGATE, FLAG_PREFIX, tile == 0u), tile_total);
   }
   var prefix = 0u;
-  if (tile != 0u) { prefix = look_back(tile, local, lane, width); }
+  if (tile != 0u) { prefix = look_back(tile, local); }
   if (local == 0u) {
     if (tile != 0u) { publish(tile, FLAG_PREFIX, prefix + tile_total); }
     if (tile + 1u == params.tiles) { scan_total(prefix + tile_total); }
   }
   for (var k = 0u; k < VECTORS; k++) {
-    let v = vector_index(tile, local, k);
-    if (v < vector_count()) { scan_store(v, raw[k], items[k], prefix, offsets[k]); }
+    let v = tile_vector(tile, local, lane, lanes, k);
+    if (v < vector_count()) {
+      scan_store(v, raw[k], scan_items(raw[k], v * 4u), prefix, before + offsets[k]);
+    }
   }
   scan_finish_tile(prefix, tile_total, local);
 }

@@ -62,7 +62,7 @@ TEST(KernelCatalogTest, IdsAreUniqueAndGenerationIsDeterministic) {
       ASSERT_TRUE(first.ok()) << first.error().to_string();
       EXPECT_EQ(first->source, second->source);
       EXPECT_EQ(first->source_hash, blake3_hex(first->source));
-      EXPECT_EQ(first->entry_points, kernel->entry_points());
+      EXPECT_EQ(first->entry_points, kernel->entry_points(schedule));
       EXPECT_EQ(first->bindings, kernel->bindings());
     }
   }
@@ -147,25 +147,46 @@ TEST(KernelCatalogTest, IllegalSchedulesNameTheKnobTheValueAndTheLimit) {
             "use_subgroups (1) need 69632 bytes of workgroup memory, more than "
             "maxComputeWorkgroupStorageSize (49152).");
 
-  // The chained scan's workgroup memory grows with the tile when it scans row by row
-  // (subgroups) and, for compaction, with the staged tile.
+  // The chained scan's workgroup memory grows with the tile only where compaction stages it.
   const KernelDefinition& compact = *kernels::find_kernel("compact_f32").value();
   schedule = kernels::parse_schedule_overrides(
                  compact, "workgroup_size=256,vectors_per_invocation=16,use_subgroups=1")
                  .value();
   EXPECT_EQ(compact.check_schedule(schedule, large_adapter()).error().message(),
-            "Knobs workgroup_size (256), vectors_per_invocation (16) and use_subgroups (1) need "
-            "69920 bytes of workgroup memory, more than maxComputeWorkgroupStorageSize (49152).");
+            "Knobs workgroup_size (256), vectors_per_invocation (16), use_subgroups (1) and "
+            "passes (1) need 65800 bytes of workgroup memory, more than "
+            "maxComputeWorkgroupStorageSize (49152).");
+  schedule.set("stage_kept", 0);
+  EXPECT_TRUE(compact.check_schedule(schedule, large_adapter()).ok());
   const KernelDefinition& scan = *kernels::find_kernel("scan_exclusive_u32").value();
   schedule = kernels::parse_schedule_overrides(
-                 scan, "workgroup_size=1024,vectors_per_invocation=16,use_subgroups=1")
+                 scan, "workgroup_size=1024,vectors_per_invocation=16,use_subgroups=0")
                  .value();
-  EXPECT_TRUE(scan.check_schedule(schedule, large_adapter()).ok());
   DeviceCapabilities minimal = large_adapter();
-  minimal.max_workgroup_storage_size = 16384;
+  minimal.max_workgroup_storage_size = 4096;
   EXPECT_EQ(scan.check_schedule(schedule, minimal).error().message(),
-            "Knobs workgroup_size (1024), vectors_per_invocation (16) and use_subgroups (1) need "
-            "17440 bytes of workgroup memory, more than maxComputeWorkgroupStorageSize (16384).");
+            "Knobs workgroup_size (1024), vectors_per_invocation (16), use_subgroups (0) and "
+            "passes (1) need 4120 bytes of workgroup memory, more than "
+            "maxComputeWorkgroupStorageSize (4096).");
+  schedule.set("use_subgroups", 1);
+  EXPECT_TRUE(scan.check_schedule(schedule, minimal).ok());
+  // Only the workgroup's own look-back has a window to choose.
+  schedule.set("look_back_window", 256);
+  EXPECT_EQ(scan.check_schedule(schedule, large_adapter()).error().message(),
+            "Knob look_back_window (256) needs use_subgroups (0): with subgroups the first "
+            "subgroup looks back, one predecessor per lane, and the knob keeps its default (32).");
+  schedule.set("use_subgroups", 0);
+  schedule.set("passes", 3);
+  EXPECT_EQ(scan.check_schedule(schedule, large_adapter()).error().message(),
+            "Knob look_back_window (256) needs passes (1): the three-pass scan does not look "
+            "back, and the knob keeps its default (32).");
+  schedule.set("look_back_window", 32);
+  schedule.set("use_subgroups", 1);
+  DeviceCapabilities narrow = large_adapter();
+  narrow.subgroup_min_size = 2;
+  EXPECT_EQ(scan.check_schedule(schedule, narrow).error().message(),
+            "Knob use_subgroups (1) needs subgroups of at least 4 invocations; the adapter's "
+            "smallest has 2.");
 }
 
 TEST(KernelCatalogTest, ScheduleOverridesParseOrSayWhatIsWrong) {
