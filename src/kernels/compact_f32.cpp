@@ -8,8 +8,8 @@
 // order-preserving integer keys, so results are exact whatever the adapter does with subnormals.
 // Semantics: IEEE `>` (so -0 > +0 is false); NaN is never kept; a NaN threshold keeps nothing.
 // Knobs: workgroup_size, vectors_per_invocation (vec4 each), use_subgroups, look_back_window,
-// passes, stage_kept (staging costs workgroup memory, hence resident tiles, and a barrier, and on
-// the H200 scattering from registers has measured faster, so the tuner decides).
+// passes, stage_kept (staging costs workgroup memory, hence resident tiles, and a barrier; on the
+// H200 it won with blocked tiles and lost with subgroups, so the tuner decides).
 //
 // Oracle: the sequential filter; the count and the first `count` outputs must match bit for bit
 // (the rest of y is unspecified). Bytes moved: 6 n (4 n read, 4 bytes per kept element, counted

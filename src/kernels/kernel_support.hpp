@@ -107,8 +107,8 @@ std::string workgroup_scan_wgsl(std::uint32_t workgroup_size);
 std::string reduce_then_scan_wgsl(const std::string& name, std::uint32_t workgroup_size,
                                   std::uint32_t items);
 
-// A single-pass chained scan (decoupled look-back with fallback; chained_scan.cpp says how) over
-// u32 items, four per vec4 of input, `vectors` vec4 per invocation.
+// A chained scan over u32 items, four per vec4 of input, `vectors` vec4 per invocation: one pass
+// with decoupled look-back (and its fallback) or three passes (chained_scan.cpp says how).
 struct ChainedScanShape {
   std::string name;  // prefix of the entry points <name>_clear and <name>_tiles
   std::uint32_t workgroup_size = 256;
