@@ -29,8 +29,9 @@ namespace {
 constexpr std::uint32_t kSpins = 64;
 // The subgroup path keeps one sum per subgroup, sized for subgroups of at least this many lanes.
 constexpr std::uint32_t kMinSubgroup = 4;
-// The look-back window of the subgroup path: one predecessor per lane of the first subgroup.
-constexpr std::uint32_t kSubgroupWindow = 32;
+// look_back_window's default, the only value accepted where the knob has no effect (with
+// subgroups, whose window is the first subgroup, and with three passes, which do not look back).
+constexpr std::uint32_t kDefaultLookBackWindow = 32;
 
 std::string constants(const ChainedScanShape& shape) {
   return "const WG: u32 = " + std::to_string(shape.workgroup_size) +
@@ -390,19 +391,15 @@ std::string chained_scan_wgsl(const ChainedScanShape& shape, const std::string& 
 
 Status check_chained_scan_resources(const ChainedScanShape& shape, std::uint64_t caller_bytes,
                                     const DeviceCapabilities& device) {
-  if (shape.passes == 3 && shape.look_back_window != kSubgroupWindow) {
-    return Error(ErrorKind::kInvalidInput,
-                 "Knob look_back_window (" + std::to_string(shape.look_back_window) +
-                     ") needs passes (1): the three-pass scan does not look back, and the knob "
-                     "keeps its default (" +
-                     std::to_string(kSubgroupWindow) + ").");
-  }
-  if (shape.subgroups && shape.look_back_window != kSubgroupWindow) {
-    return Error(ErrorKind::kInvalidInput,
-                 "Knob look_back_window (" + std::to_string(shape.look_back_window) +
-                     ") needs use_subgroups (0): with subgroups the first subgroup looks back, "
-                     "one predecessor per lane, and the knob keeps its default (" +
-                     std::to_string(kSubgroupWindow) + ").");
+  if (shape.look_back_window != kDefaultLookBackWindow && (shape.passes == 3 || shape.subgroups)) {
+    const std::string needs =
+        shape.passes == 3 ? "passes (1): the three-pass scan does not look back"
+                          : "use_subgroups (0): with subgroups the first subgroup looks back, one "
+                            "predecessor per lane";
+    return Error(ErrorKind::kInvalidInput, "Knob look_back_window (" +
+                                               std::to_string(shape.look_back_window) + ") needs " +
+                                               needs + ", and the knob keeps its default (" +
+                                               std::to_string(kDefaultLookBackWindow) + ").");
   }
   if (shape.subgroups && device.subgroup_min_size != 0 && device.subgroup_min_size < kMinSubgroup) {
     return Error(ErrorKind::kInvalidInput, "Knob use_subgroups (1) needs subgroups of at least " +
