@@ -65,8 +65,14 @@ constexpr std::uint32_t kHistogramKeysPerInvocation = 256;
 // look_back = 1: words of the counts buffer before the chain regions: 4 * 256 byte counts, then
 // each round's digit bases, then each round's tile counter.
 constexpr std::uint32_t kByteCountWords = 1024;
-// look_back = 1: polls of a silent predecessor before counting its digits from the input.
+// look_back = 1: look-back steps that find a predecessor silent before its digits are counted
+// from the input.
 constexpr std::uint32_t kSpins = 64;
+// look_back = 1: predecessors read at once per digit; each invocation reads up to 8 of the
+// (digit, predecessor) pairs, and no window is wider than 32.
+std::uint32_t look_back_window(std::uint32_t workgroup_size, std::uint32_t digits) {
+  return std::clamp(8 * workgroup_size / digits, 1u, 32u);
+}
 std::uint32_t chain_start(std::uint32_t digit_bits) {
   const std::uint32_t rounds = 32 / digit_bits;
   return kByteCountWords + rounds * (1u << digit_bits) + rounds;
@@ -281,11 +287,12 @@ std::uint64_t RadixSort::workgroup_bytes(const Schedule& schedule) const {
   const std::uint64_t wg = knob(schedule, "workgroup_size");
   const std::uint64_t digits = std::uint64_t{1} << knob(schedule, "digit_bits");
   const std::uint64_t scan = 4 * wg;  // workgroup_exclusive_scan
-  // digit_count's counters; with look_back, the scatter's claimed tile and, without subgroups,
-  // its tile offsets instead.
+  // digit_count's counters; with look_back instead, the scatter's claimed tile, look-back state
+  // (four words per digit and two flags) and, without subgroups, its tile offsets.
   const bool look_back = knob(schedule, "look_back") == 1;
   const bool subgroups = knob(schedule, "use_subgroups") == 1;
-  const std::uint64_t extra = look_back ? 4 + (subgroups ? 0 : 4 * digits) : 4 * digits;
+  const std::uint64_t extra =
+      look_back ? 12 + 16 * digits + (subgroups ? 0 : 4 * digits) : 4 * digits;
   std::uint64_t scatter = extra + scan + 4 * digits * (wg + 1);
   if (subgroups) {
     const std::uint64_t tile = wg * knob(schedule, "keys_per_invocation");
@@ -359,10 +366,13 @@ std::string counting_wgsl(std::uint32_t workgroup_size) {
 // look_back = 1: the passes before the rounds (clear, byte_histogram, digit_bases) and the
 // scatter's look-back (see the file comment).
 std::string look_back_wgsl(const Schedule& schedule) {
+  const std::uint32_t wg = knob(schedule, "workgroup_size");
+  const std::uint32_t digits = 1u << knob(schedule, "digit_bits");
+  const std::uint32_t window = look_back_window(wg, digits);
   return "const ROUNDS: u32 = 32u / BITS;\n"
          "const SPINS: u32 = " +
          std::to_string(kSpins) +
-         "u;  // polls of a silent predecessor before counting it from the input\n"
+         "u;  // look-back steps finding a tile silent before it is counted from the input\n"
          "const HISTOGRAM_KPI: u32 = " +
          std::to_string(kHistogramKeysPerInvocation) +
          "u;\n"
@@ -375,9 +385,14 @@ std::string look_back_wgsl(const Schedule& schedule) {
          "const TICKETS: u32 = BASES + ROUNDS * DIGITS;\n"
          "const CHAIN: u32 = TICKETS + ROUNDS;\n"
          "const SLOTS: u32 = " +
-         std::to_string(std::max(
-             1u, (1u << knob(schedule, "digit_bits")) / knob(schedule, "workgroup_size"))) +
-         "u;  // digits per invocation in the look-back\n" +
+         std::to_string(std::max(1u, digits / wg)) +
+         "u;  // digits per invocation\n"
+         "const WINDOW: u32 = " +
+         std::to_string(window) +
+         "u;  // predecessors read at once per digit\n"
+         "const PAIR_SLOTS: u32 = " +
+         std::to_string(ceil_div(digits * window, wg)) +
+         "u;  // (digit, predecessor) pairs per invocation\n" +
          R"(const FLAG_AGGREGATE: u32 = 0x40000000u;  // the tile's own count of the digit
 const FLAG_PREFIX: u32 = 0x80000000u;     // the count in every tile up to this one
 const FLAG_MASK: u32 = 0xc0000000u;
@@ -466,26 +481,86 @@ fn count_digit(tile: u32, d: u32) -> u32 {
   return count;
 }
 
-// The output index of the tile's first key of digit d: walks back over the predecessors' counts
-// of d up to one that published its prefix, then publishes the tile's own prefix.
-fn look_back(tile: u32, d: u32, total: u32) -> u32 {
-  var before = 0u;
-  var p = tile;
-  while (p > 0u) {
-    p -= 1u;
-    let index = chain_word(p, d, params.round_index % 2u);
-    var word = atomicLoad(&counts[index]);
-    for (var spin = 0u; spin < SPINS && (word & FLAG_MASK) == 0u; spin++) {
-      word = atomicLoad(&counts[index]);
-    }
-    if ((word & FLAG_MASK) == 0u) {
-      before += count_digit(p, d);  // still silent: count it here instead of waiting
-    } else {
-      before += word & ~FLAG_MASK;
-      if ((word & FLAG_MASK) == FLAG_PREFIX) { break; }
-    }
+const LOOK_NONE: u32 = 0xffffffffu;
+var<workgroup> look_next: array<u32, DIGITS>;   // 1 + the nearest tile not summed yet; 0: done
+var<workgroup> look_spins: array<u32, DIGITS>;  // steps that found tile look_next - 1 silent
+var<workgroup> look_stop: array<atomic<u32>, DIGITS>;
+var<workgroup> look_sum: array<atomic<u32>, DIGITS>;
+var<workgroup> look_pending: atomic<u32>;
+var<workgroup> look_more: u32;
+
+// Sets look_sum[d] to the count of digit d in the tiles before `tile`, all digits at once. Each
+// step reads WINDOW predecessors of every digit (consecutive invocations read consecutive words),
+// finds the nearest one that is not an aggregate (look_stop: 2 * (distance - 1), plus 1 when it is
+// silent), sums the counts up to it, and ends the digit's walk at a prefix. A tile found silent
+// by SPINS steps is counted from the input instead. Called by the whole workgroup, in uniform
+// control flow, for a tile after the first.
+fn look_back(tile: u32, local: u32) {
+  for (var d = local; d < DIGITS; d += WG) {
+    look_next[d] = tile;
+    look_spins[d] = 0u;
+    atomicStore(&look_sum[d], 0u);
   }
-  if (tile != 0u) { publish(tile, d, FLAG_PREFIX | (before + total)); }
+  loop {
+    for (var d = local; d < DIGITS; d += WG) { atomicStore(&look_stop[d], LOOK_NONE); }
+    if (local == 0u) { atomicStore(&look_pending, 0u); }
+    workgroupBarrier();
+    var seen = array<u32, PAIR_SLOTS>();  // 0 where not read: no flag, so never summed
+    for (var s = 0u; s < PAIR_SLOTS; s++) {
+      let d = (local + s * WG) % DIGITS;
+      let k = (local + s * WG) / DIGITS;
+      if (k < WINDOW && k < look_next[d]) {
+        seen[s] = atomicLoad(&counts[chain_word(look_next[d] - 1u - k, d, params.round_index % 2u)]);
+        let flag = seen[s] & FLAG_MASK;
+        if (flag != FLAG_AGGREGATE) {
+          atomicMin(&look_stop[d], 2u * k + select(0u, 1u, flag == 0u));
+        }
+      }
+    }
+    workgroupBarrier();
+    for (var s = 0u; s < PAIR_SLOTS; s++) {
+      let d = (local + s * WG) % DIGITS;
+      let k = (local + s * WG) / DIGITS;
+      let stop = atomicLoad(&look_stop[d]);
+      let flag = seen[s] & FLAG_MASK;
+      if ((flag == FLAG_AGGREGATE && 2u * k < stop) || (flag == FLAG_PREFIX && 2u * k == stop)) {
+        atomicAdd(&look_sum[d], seen[s] & ~FLAG_MASK);
+      }
+    }
+    for (var d = local; d < DIGITS; d += WG) {
+      let stop = atomicLoad(&look_stop[d]);
+      var next = look_next[d];
+      if (next == 0u) { continue; }
+      if (stop == LOOK_NONE) {
+        next -= min(next, WINDOW);
+      } else if (stop % 2u == 0u) {
+        next = 0u;  // met a prefix
+      } else {
+        next -= stop / 2u;  // the aggregates before the silent tile are summed
+        look_spins[d] = select(look_spins[d] + 1u, 1u, stop > 1u);
+        if (look_spins[d] == SPINS) {  // still silent: count it here instead of waiting
+          atomicAdd(&look_sum[d], count_digit(next - 1u, d));
+          next -= 1u;
+          look_spins[d] = 0u;
+        }
+      }
+      look_next[d] = next;
+      if (next != 0u) { atomicStore(&look_pending, 1u); }
+    }
+    workgroupBarrier();
+    if (local == 0u) { look_more = atomicLoad(&look_pending); }
+    if (workgroupUniformLoad(&look_more) == 0u) { break; }
+  }
+}
+
+// After look_back: publishes the tile's prefix of digit d and returns the output index of the
+// tile's first key of digit d.
+fn tile_offset(tile: u32, d: u32, total: u32) -> u32 {
+  var before = 0u;
+  if (tile != 0u) {
+    before = atomicLoad(&look_sum[d]);
+    publish(tile, d, FLAG_PREFIX | (before + total));
+  }
   return atomicLoad(&counts[BASES + params.round_index * DIGITS + d]) + before;
 }
 
@@ -550,9 +625,11 @@ std::string RadixSort::invocation_ranked_scatter_wgsl(const Schedule& schedule) 
   // by look-back from the tile's count of each digit (the inclusive scan's last invocation's).
   const std::string tile_offsets =
       look_back ? "  for (var d = local; d < DIGITS; d += WG) {\n"
-                  "    let total = digit_prefix[d * WG + WG - 1u];\n"
-                  "    publish_count(tile, d, total);\n"
-                  "    tile_offsets[d] = look_back(tile, d, total);\n"
+                  "    publish_count(tile, d, digit_prefix[d * WG + WG - 1u]);\n"
+                  "  }\n"
+                  "  if (tile != 0u) { look_back(tile, local); }\n"
+                  "  for (var d = local; d < DIGITS; d += WG) {\n"
+                  "    tile_offsets[d] = tile_offset(tile, d, digit_prefix[d * WG + WG - 1u]);\n"
                   "  }\n"
                   "  workgroupBarrier();\n"
                   "  var next = array<u32, DIGITS>();\n"
@@ -778,9 +855,10 @@ std::string RadixSort::subgroup_ranked_scatter_wgsl(const Schedule& schedule) co
       "  for (var j = 0u; j < KPI; j++) {\n"
       "    atomicStore(&ranked[places[j]], keys[j]);\n" +
       std::string(pairs_ ? "    ranked_values[places[j]] = values[j];\n" : "") + "  }\n" +
-      (look_back ? "  for (var s = 0u; s < SLOTS; s++) {\n"
+      (look_back ? "  if (tile != 0u) { look_back(tile, local); }\n"
+                   "  for (var s = 0u; s < SLOTS; s++) {\n"
                    "    let d = local + s * WG;\n"
-                   "    if (d < DIGITS) { digit_base[d] = look_back(tile, d, totals[s]) - "
+                   "    if (d < DIGITS) { digit_base[d] = tile_offset(tile, d, totals[s]) - "
                    "digit_base[d]; }\n"
                    "  }\n"
                  : "  for (var d = local; d < DIGITS; d += WG) {\n"

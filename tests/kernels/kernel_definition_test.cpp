@@ -149,7 +149,7 @@ TEST(KernelCatalogTest, IllegalSchedulesNameTheKnobTheValueAndTheLimit) {
   schedule.set("look_back", 1);
   EXPECT_EQ(sort_pairs.check_schedule(schedule, large_adapter()).error().message(),
             "Knobs workgroup_size (512), keys_per_invocation (16), digit_bits (8), "
-            "use_subgroups (1) and look_back (1) need 68612 bytes of workgroup memory, more than "
+            "use_subgroups (1) and look_back (1) need 72716 bytes of workgroup memory, more than "
             "maxComputeWorkgroupStorageSize (49152).");
 
   // The chained scan's workgroup memory grows with the tile only where compaction stages it.
