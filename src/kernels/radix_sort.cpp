@@ -689,9 +689,9 @@ std::string RadixSort::invocation_ranked_scatter_wgsl(const Schedule& schedule) 
 // digits 2q and 2q + 1 in the low and high half of word w * DIGITS / 2 + q) and then the tile's
 // keys in their ranked order; digit_base holds each digit's first place in the tile, then the
 // output index of the tile's place 0 for that digit.
-// look_back = 1: the tile's keys are loaded and counted per digit before they are ranked, and the
-// counts published at once (as CUB's Onesweep does), so that the successors' look-backs wait as
-// little as possible; its own look-back waits until its keys are staged.
+// look_back = 1: the tile's keys are loaded and counted per digit, and the tile publishes its
+// counts, looks back and publishes its prefixes before it ranks them (as CUB's Onesweep does):
+// a tile's successors wait on its prefixes, so they come as early as possible.
 std::string load_and_publish_wgsl(bool pairs) {
   return std::string(R"(  for (var j = 0u; j < KPI; j++) {
     let i = run + j * sg + lane;
@@ -710,6 +710,12 @@ std::string load_and_publish_wgsl(bool pairs) {
       totals[s] = atomicLoad(&tile_counts[d]);
       publish_count(tile, d, totals[s]);
     }
+  }
+  if (tile != 0u) { look_back(tile, local); }
+  var offsets = array<u32, SLOTS>();  // where the tile's keys of each of its digits start
+  for (var s = 0u; s < SLOTS; s++) {
+    let d = local + s * WG;
+    if (d < DIGITS) { offsets[s] = tile_offset(tile, d, totals[s]); }
   }
 )";
 }
@@ -868,11 +874,9 @@ std::string RadixSort::subgroup_ranked_scatter_wgsl(const Schedule& schedule) co
       "  for (var j = 0u; j < KPI; j++) {\n"
       "    atomicStore(&ranked[places[j]], keys[j]);\n" +
       std::string(pairs_ ? "    ranked_values[places[j]] = values[j];\n" : "") + "  }\n" +
-      (look_back ? "  if (tile != 0u) { look_back(tile, local); }\n"
-                   "  for (var s = 0u; s < SLOTS; s++) {\n"
+      (look_back ? "  for (var s = 0u; s < SLOTS; s++) {\n"
                    "    let d = local + s * WG;\n"
-                   "    if (d < DIGITS) { digit_base[d] = tile_offset(tile, d, totals[s]) - "
-                   "digit_base[d]; }\n"
+                   "    if (d < DIGITS) { digit_base[d] = offsets[s] - digit_base[d]; }\n"
                    "  }\n"
                  : "  for (var d = local; d < DIGITS; d += WG) {\n"
                    "    digit_base[d] = counts[d * params.tiles + tile] - digit_base[d];\n"
