@@ -287,11 +287,12 @@ std::uint64_t RadixSort::workgroup_bytes(const Schedule& schedule) const {
   const std::uint64_t wg = knob(schedule, "workgroup_size");
   const std::uint64_t digits = std::uint64_t{1} << knob(schedule, "digit_bits");
   const std::uint64_t scan = 4 * wg;  // workgroup_exclusive_scan
-  // digit_count's counters; with look_back instead, the scatter's claimed tile, its look-back
-  // state (four words per digit and two flags) and its tile's counts or offsets per digit.
+  // digit_count's counters; with look_back instead, the scatter's claimed tile, look-back state
+  // (four words per digit and two flags) and, without subgroups, its tile offsets.
   const bool look_back = knob(schedule, "look_back") == 1;
   const bool subgroups = knob(schedule, "use_subgroups") == 1;
-  const std::uint64_t extra = look_back ? 12 + 20 * digits : 4 * digits;
+  const std::uint64_t extra =
+      look_back ? 12 + 16 * digits + (subgroups ? 0 : 4 * digits) : 4 * digits;
   std::uint64_t scatter = extra + scan + 4 * digits * (wg + 1);
   if (subgroups) {
     const std::uint64_t tile = wg * knob(schedule, "keys_per_invocation");
@@ -564,7 +565,6 @@ fn tile_offset(tile: u32, d: u32, total: u32) -> u32 {
 }
 
 var<workgroup> claimed_tile: u32;
-var<workgroup> tile_counts: array<atomic<u32>, DIGITS>;  // with subgroups: the tile's, per digit
 )";
 }
 
@@ -689,36 +689,21 @@ std::string RadixSort::invocation_ranked_scatter_wgsl(const Schedule& schedule) 
 // digits 2q and 2q + 1 in the low and high half of word w * DIGITS / 2 + q) and then the tile's
 // keys in their ranked order; digit_base holds each digit's first place in the tile, then the
 // output index of the tile's place 0 for that digit.
-// look_back = 1: the tile's keys are loaded and counted per digit, and the tile publishes its
-// counts, looks back and publishes its prefixes before it ranks them (as CUB's Onesweep does):
-// a tile's successors wait on its prefixes, so they come as early as possible.
-std::string load_and_publish_wgsl(bool pairs) {
-  return std::string(R"(  for (var j = 0u; j < KPI; j++) {
-    let i = run + j * sg + lane;
-    keys[j] = 0xffffffffu;
-    if (i < params.n) {
-      keys[j] = keys_in[i];
-)") + (pairs ? "      values[j] = values_in[i];\n" : "") +
-         R"(      atomicAdd(&tile_counts[digit(keys[j])], 1u);
-    }
-  }
-  workgroupBarrier();
-  var totals = array<u32, SLOTS>();  // the tile's counts of this invocation's digits
+// look_back = 1: once the subgroups' counts are summed (digit_base[d] is the tile's count of
+// digit d), the tile publishes them, so that its successors' look-backs wait as little as
+// possible; its own look-back waits until its keys are staged.
+const char* const kPublishSubgroupCounts =
+    R"(  var totals = array<u32, SLOTS>();  // the counts of this invocation's digits
   for (var s = 0u; s < SLOTS; s++) {
     let d = local + s * WG;
     if (d < DIGITS) {
-      totals[s] = atomicLoad(&tile_counts[d]);
+      // The last tile's padding keys rank last in the last digit; they are not counted.
+      let padding = WG * KPI - min(WG * KPI, params.n - tile * (WG * KPI));
+      totals[s] = digit_base[d] - select(0u, padding, d == DIGITS - 1u);
       publish_count(tile, d, totals[s]);
     }
   }
-  if (tile != 0u) { look_back(tile, local); }
-  var offsets = array<u32, SLOTS>();  // where the tile's keys of each of its digits start
-  for (var s = 0u; s < SLOTS; s++) {
-    let d = local + s * WG;
-    if (d < DIGITS) { offsets[s] = tile_offset(tile, d, totals[s]); }
-  }
 )";
-}
 
 std::string RadixSort::subgroup_ranked_scatter_wgsl(const Schedule& schedule) const {
   const bool look_back = knob(schedule, "look_back") == 1;
@@ -790,11 +775,9 @@ std::string RadixSort::subgroup_ranked_scatter_wgsl(const Schedule& schedule) co
       "           @builtin(local_invocation_index) local: u32,\n"
       "           @builtin(subgroup_invocation_id) lane: u32,\n"
       "           @builtin(subgroup_size) sg: u32) {\n" +
-      (look_back
-           ? "  for (var d = local; d < DIGITS; d += WG) { atomicStore(&tile_counts[d], 0u); }\n" +
-                 claim_tile_wgsl(true)
-           : "  let tile = linear_workgroup(group, groups);\n"
-             "  if (tile >= params.tiles) { return; }\n") +
+      (look_back ? claim_tile_wgsl(true)
+                 : "  let tile = linear_workgroup(group, groups);\n"
+                   "  if (tile >= params.tiles) { return; }\n") +
       "  let subgroup = local / sg;\n"
       "  for (var w = local; w < COUNTER_WORDS; w += WG) { atomicStore(&ranked[w], 0u); }\n"
       "  workgroupBarrier();\n"
@@ -802,18 +785,15 @@ std::string RadixSort::subgroup_ranked_scatter_wgsl(const Schedule& schedule) co
       "  let below = lanes_below(lane);\n"
       "  var keys = array<u32, KPI>();\n" +
       std::string(pairs_ ? "  var values = array<u32, KPI>();\n" : "") +
-      "  var places = array<u32, KPI>();  // rank among the subgroup's keys of the same digit\n" +
-      (look_back ? load_and_publish_wgsl(pairs_) +
-                       "  for (var j = 0u; j < KPI; j++) {\n"
-                       "    let key = keys[j];\n"
-                 : "  for (var j = 0u; j < KPI; j++) {\n"
-                   "    let i = run + j * sg + lane;\n"
-                   "    var key = 0xffffffffu;\n"
-                   "    if (i < params.n) {\n"
-                   "      key = keys_in[i];\n" +
-                       std::string(pairs_ ? "      values[j] = values_in[i];\n" : "") +
-                       "    }\n"
-                       "    keys[j] = key;\n") +
+      "  var places = array<u32, KPI>();  // rank among the subgroup's keys of the same digit\n"
+      "  for (var j = 0u; j < KPI; j++) {\n"
+      "    let i = run + j * sg + lane;\n"
+      "    var key = 0xffffffffu;\n"
+      "    if (i < params.n) {\n"
+      "      key = keys_in[i];\n" +
+      std::string(pairs_ ? "      values[j] = values_in[i];\n" : "") +
+      "    }\n"
+      "    keys[j] = key;\n"
       "    let d = digit(key);\n"
       "    var rank = 0u;\n"
       "    var peers = 0u;\n"
@@ -851,6 +831,7 @@ std::string RadixSort::subgroup_ranked_scatter_wgsl(const Schedule& schedule) co
       "    digit_base[2u * q + 1u] = running >> 16u;\n"
       "  }\n"
       "  workgroupBarrier();\n" +
+      std::string(look_back ? kPublishSubgroupCounts : "") +
       // Exclusive scan over the digits: invocation t owns digits [t PER, t PER + PER).
       "  var owned = 0u;\n"
       "  if (local * PER < DIGITS) {\n"
@@ -874,9 +855,11 @@ std::string RadixSort::subgroup_ranked_scatter_wgsl(const Schedule& schedule) co
       "  for (var j = 0u; j < KPI; j++) {\n"
       "    atomicStore(&ranked[places[j]], keys[j]);\n" +
       std::string(pairs_ ? "    ranked_values[places[j]] = values[j];\n" : "") + "  }\n" +
-      (look_back ? "  for (var s = 0u; s < SLOTS; s++) {\n"
+      (look_back ? "  if (tile != 0u) { look_back(tile, local); }\n"
+                   "  for (var s = 0u; s < SLOTS; s++) {\n"
                    "    let d = local + s * WG;\n"
-                   "    if (d < DIGITS) { digit_base[d] = offsets[s] - digit_base[d]; }\n"
+                   "    if (d < DIGITS) { digit_base[d] = tile_offset(tile, d, totals[s]) - "
+                   "digit_base[d]; }\n"
                    "  }\n"
                  : "  for (var d = local; d < DIGITS; d += WG) {\n"
                    "    digit_base[d] = counts[d * params.tiles + tile] - digit_base[d];\n"
