@@ -12,9 +12,13 @@ struct Params { n: u32, tiles: u32, shift: u32, count_length: u32, count_blocks:
 
 const WG: u32 = 128u;
 const KPI: u32 = 4u;
-const BITS: u32 = 4u;
 const DIGITS: u32 = 16u;
 fn digit(key: u32) -> u32 { return (key >> params.shift) & 15u; }
+fn scan_length() -> u32 { return params.count_length; }
+fn scan_blocks() -> u32 { return params.count_blocks; }
+fn scan_value(i: u32) -> u32 { return counts[i]; }
+fn scan_store(i: u32, prefix: u32) { counts[i] = prefix; }
+fn scan_total(total: u32) {}
 
 var<workgroup> scan_scratch: array<u32, 128>;
 fn workgroup_exclusive_scan(value: u32, local: u32) -> vec2u {
@@ -32,12 +36,6 @@ fn workgroup_exclusive_scan(value: u32, local: u32) -> vec2u {
   workgroupBarrier();
   return vec2u(inclusive - value, total);
 }
-
-fn scan_length() -> u32 { return params.count_length; }
-fn scan_blocks() -> u32 { return params.count_blocks; }
-fn scan_value(i: u32) -> u32 { return counts[i]; }
-fn scan_store(i: u32, prefix: u32) { counts[i] = prefix; }
-fn scan_total(total: u32) {}
 
 @compute @workgroup_size(128)
 fn counts_reduce(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,

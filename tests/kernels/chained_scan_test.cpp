@@ -14,14 +14,22 @@
 
 #include <gtest/gtest.h>
 
-#include "support/edited_certification.hpp"
+#include <optional>
+#include <random>
+
+#include "gpu/gpu_test_support.hpp"
+#include "support/test_manifests.hpp"
+#include "wgsl_forge/forge.hpp"
+#include "wgsl_forge/kernels.hpp"
 
 namespace wgsl_forge {
 namespace {
 
-using testing::EditedCertificationTest;
-using testing::replace_once;
-using testing::SourceEdit;
+struct SourceEdit {
+  const char* name;
+  const char* from;
+  const char* to;
+};
 
 const SourceEdit kEdits[] = {
     {"no tile publishes",
@@ -37,10 +45,41 @@ const SourceEdit kEdits[] = {
 const SourceEdit kNarrowWindow = {"a window of 4", "const LOOK_BACK: u32 = 32u;",
                                   "const LOOK_BACK: u32 = 4u;"};
 
-using ChainedScanFallbackTest = EditedCertificationTest;
+// Applies `edit` to `source`; false, with the reason logged, when the source lacks its text.
+::testing::AssertionResult replace_once(std::string& source, const SourceEdit& edit) {
+  const std::size_t at = source.find(edit.from);
+  if (at == std::string::npos) {
+    return ::testing::AssertionFailure()
+           << "the generated WGSL no longer contains: " << edit.from << " (" << edit.name << ")";
+  }
+  source.replace(at, std::string_view(edit.from).size(), edit.to);
+  return ::testing::AssertionSuccess();
+}
+
+class ChainedScanFallbackTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  // Certification of `schedule` (with `source` in place of the generated WGSL when given) on the
+  // shared device, with a fresh seed; quick: only the cases of at most kQuickCaseElements.
+  void expect_certified(const Schedule& schedule, std::optional<std::string> source = {},
+                        bool quick = true) {
+    forge::CertifyOptions options;
+    options.source = std::move(source);
+    options.quick = quick;
+    options.seed = random_();
+    Result<CertificationManifest> manifest = forge::certify(device_, kernel_, schedule, options);
+    ASSERT_TRUE(manifest.ok()) << manifest.error().to_string();
+    EXPECT_EQ(manifest->verdict, Verdict::kCertified) << forge::first_failure(*manifest);
+  }
+
+  const kernels::KernelDefinition& kernel_ = *kernels::find_kernel(GetParam()).value();
+  gpu::Device& device_ = testing::shared_device();
+  const kernels::DeviceCapabilities capabilities_ = forge::capabilities_of(device_.adapter());
+  const std::uint64_t seed_ = testing::test_seed();
+  std::mt19937_64 random_{seed_};
+};
 
 TEST_P(ChainedScanFallbackTest, MatchesTheOracleWhenPredecessorsDoNotPublish) {
-  SCOPED_TRACE(trace());
+  SCOPED_TRACE("seed " + std::to_string(seed_) + " (rerun with WGSL_FORGE_TEST_SEED)");
   // Tiles of 256 and 512 elements, so that the quick cases (up to 10^4 elements) have up to 40
   // tiles; the second one uses subgroups (warp-striped tiles, one subgroup looking back).
   std::vector<std::string> schedules = {"workgroup_size=64,vectors_per_invocation=1"};
@@ -48,8 +87,11 @@ TEST_P(ChainedScanFallbackTest, MatchesTheOracleWhenPredecessorsDoNotPublish) {
     schedules.push_back("workgroup_size=64,vectors_per_invocation=2,use_subgroups=1");
   }
   for (const std::string& overrides : schedules) {
-    const Schedule schedule = schedule_of(overrides);
-    std::string source = generated(schedule);
+    const Schedule schedule = kernels::parse_schedule_overrides(kernel_, overrides).value();
+    std::string source =
+        kernels::generate_builtin(kernel_, schedule, TargetBackend::kWgsl, capabilities_)
+            .value()
+            .source;
     if (schedule.get("use_subgroups") == 0) {
       ASSERT_TRUE(replace_once(source, kNarrowWindow));
     }
@@ -63,7 +105,7 @@ TEST_P(ChainedScanFallbackTest, MatchesTheOracleWhenPredecessorsDoNotPublish) {
 }
 
 TEST_P(ChainedScanFallbackTest, ThreePassAndUnstagedSchedulesMatchTheOracle) {
-  SCOPED_TRACE(trace());
+  SCOPED_TRACE("seed " + std::to_string(seed_) + " (rerun with WGSL_FORGE_TEST_SEED)");
   std::vector<std::string> schedules = {"workgroup_size=64,vectors_per_invocation=2,passes=3"};
   if (capabilities_.subgroups) schedules.push_back(schedules.front() + ",use_subgroups=1");
   if (kernel_.id() == "compact_f32") {
@@ -76,7 +118,7 @@ TEST_P(ChainedScanFallbackTest, ThreePassAndUnstagedSchedulesMatchTheOracle) {
     SCOPED_TRACE(overrides);
     // The first one with every case: the quick ones have fewer tiles than the spine has
     // invocations, so no invocation would carry a run of several tile sums.
-    expect_certified(schedule_of(overrides), std::nullopt,
+    expect_certified(kernels::parse_schedule_overrides(kernel_, overrides).value(), std::nullopt,
                      /*quick=*/overrides != schedules.front());
   }
 }
