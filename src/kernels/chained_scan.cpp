@@ -64,6 +64,10 @@ fn publish(tile: u32, flag: u32, value: u32) {
   atomicStore(&chain[2u + 2u * tile], flag | (value >> 16u));
 }
 
+// The next tile in claim order (so a tile's predecessors were all claimed by workgroups that
+// already run).
+fn claim_tile() -> u32 { return atomicAdd(&chain[0], 1u); }
+
 // (flag, value) of a tile; flag 0 while it is unpublished or the halves disagree.
 fn tile_status(tile: u32) -> vec2u {
   let low = atomicLoad(&chain[1u + 2u * tile]);
@@ -87,8 +91,8 @@ const LOOK_NONE: u32 = 0xffffffffu;
 )";
 
 // The tile's layout and scan. Both define tile_vector(tile, local, lane, lanes, k), the index of
-// an invocation's k-th vector, and a body (LOAD_AND_SCAN) that loads the tile's vectors into
-// raw[k] and sets offsets[k] (the exclusive prefix of vector k's first item among the
+// an invocation's k-th vector, and a body (scan_tile) that scans the tile's vectors raw[k]
+// (load_tile's) and sets offsets[k] (the exclusive prefix of vector k's first item among the
 // invocation's group), before (the items of the groups before it) and tile_total. The items are
 // computed again when stored rather than kept: registers are what limits resident tiles.
 //
@@ -100,12 +104,10 @@ const char* const kBlockedTileWgsl =
 }
 )";
 
-const char* const kBlockedLoadAndScan = R"(  var raw = array<vec4u, VECTORS>();
-  var offsets = array<u32, VECTORS>();
+const char* const kBlockedScan = R"(  var offsets = array<u32, VECTORS>();
   var sum = 0u;
   for (var k = 0u; k < VECTORS; k++) {
     let v = tile_vector(tile, local, lane, lanes, k);
-    if (v < vector_count()) { raw[k] = x[v]; }
     offsets[k] = sum;
     sum += sum4(scan_items(raw[k], v * 4u));
   }
@@ -128,12 +130,10 @@ std::string striped_tile_wgsl(const ChainedScanShape& shape) {
 )";
 }
 
-const char* const kStripedLoadAndScan = R"(  var raw = array<vec4u, VECTORS>();
-  var offsets = array<u32, VECTORS>();
+const char* const kStripedScan = R"(  var offsets = array<u32, VECTORS>();
   var run_total = 0u;
   for (var k = 0u; k < VECTORS; k++) {
     let v = tile_vector(tile, local, lane, lanes, k);
-    if (v < vector_count()) { raw[k] = x[v]; }
     let sum = sum4(scan_items(raw[k], v * 4u));
     let inclusive = subgroupInclusiveAdd(sum);
     offsets[k] = run_total + inclusive - sum;
@@ -154,6 +154,19 @@ const char* const kStripedLoadAndScan = R"(  var raw = array<vec4u, VECTORS>();
   }
 )";
 
+// A tile's vectors (zero past the input), in the layout's order. A tile past the last one loads
+// nothing.
+const char* const kLoadTileWgsl =
+    R"(fn load_tile(tile: u32, local: u32, lane: u32, lanes: u32) -> array<vec4u, VECTORS> {
+  var raw = array<vec4u, VECTORS>();
+  for (var k = 0u; k < VECTORS; k++) {
+    let v = tile_vector(tile, local, lane, lanes, k);
+    if (tile < params.tiles && v < vector_count()) { raw[k] = x[v]; }
+  }
+  return raw;
+}
+)";
+
 const char* const kStoreTile = R"(  for (var k = 0u; k < VECTORS; k++) {
     let v = tile_vector(tile, local, lane, lanes, k);
     if (v < vector_count()) {
@@ -161,7 +174,6 @@ const char* const kStoreTile = R"(  for (var k = 0u; k < VECTORS; k++) {
     }
   }
   scan_finish_tile(prefix, tile_total, local);
-}
 )";
 
 // An entry point's signature and the lanes it works in.
@@ -179,8 +191,8 @@ std::string entry_point(const ChainedScanShape& shape, const std::string& suffix
          builtins + ") {\n" + lanes;
 }
 
-std::string load_and_scan(const ChainedScanShape& shape) {
-  return shape.subgroups ? kStripedLoadAndScan : kBlockedLoadAndScan;
+std::string scan_tile(const ChainedScanShape& shape) {
+  return shape.subgroups ? kStripedScan : kBlockedScan;
 }
 
 // Without subgroups the whole workgroup looks back, one predecessor per invocation of the
@@ -289,52 +301,101 @@ fn look_back(tile: u32, lane: u32, lanes: u32) -> u32 {
 }
 )";
 
-// passes = 1: clear the chain, then one pass in which each workgroup claims a tile, publishes its
-// sum and takes its prefix by look-back.
-std::string single_pass_wgsl(const ChainedScanShape& shape) {
-  const std::string claim =
-      shape.subgroups ? "  if (local == 0u) { claimed_tile = atomicAdd(&chain[0], 1u); }\n"
-                      : "  if (local == 0u) {\n"
-                        "    claimed_tile = atomicAdd(&chain[0], 1u);\n"
-                        "    atomicStore(&look_stop, LOOK_NONE);\n"
-                        "    atomicStore(&look_sum, 0u);\n"
-                        "  }\n";
-  const std::string look_back =
-      shape.subgroups
-          ? "  if (local < lanes) {\n"
-            "    var prefix = 0u;\n"
-            "    if (tile != 0u) { prefix = look_back(tile, lane, lanes); }\n"
-            "    if (local == 0u) {\n"
-            "      if (tile != 0u) { publish(tile, FLAG_PREFIX, prefix + tile_total); }\n"
-            "      if (tile + 1u == params.tiles) { scan_total(prefix + tile_total); }\n"
-            "      shared_prefix = prefix;\n"
-            "    }\n"
-            "  }\n"
-            "  let prefix = workgroupUniformLoad(&shared_prefix);\n"
-          : "  var prefix = 0u;\n"
-            "  if (tile != 0u) { prefix = look_back(tile, local); }\n"
-            "  if (local == 0u) {\n"
-            "    if (tile != 0u) { publish(tile, FLAG_PREFIX, prefix + tile_total); }\n"
-            "    if (tile + 1u == params.tiles) { scan_total(prefix + tile_total); }\n"
-            "  }\n";
-  return chain_constants() + kChainWgsl +
-         (shape.subgroups ? std::string(kSubgroupLookBackWgsl) : workgroup_look_back_wgsl(shape)) +
-         "\n@compute @workgroup_size(WG)\n"
-         "fn " +
-         shape.name +
+// The chain's clear pass, and the tile's steps after its scan: publish its sum, take its prefix
+// by look-back (claiming the workgroup's next tile and starting its loads in between, when
+// workgroups loop), store.
+std::string clear_entry_point(const ChainedScanShape& shape) {
+  return "\n@compute @workgroup_size(WG)\nfn " + shape.name +
          "_clear(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,\n"
          "    @builtin(local_invocation_index) local: u32) {\n"
          "  let i = linear_workgroup(group, groups) * WG + local;\n"
          "  if (i < 1u + 2u * params.tiles) { atomicStore(&chain[i], 0u); }\n"
-         "}\n" +
-         entry_point(shape, "tiles") + claim +
-         "  let tile = workgroupUniformLoad(&claimed_tile);\n"
-         "  if (tile >= params.tiles) { return; }  // a grid rounded up past the tiles\n" +
-         load_and_scan(shape) +
-         "  if (local == 0u) {\n"
-         "    publish(tile, select(FLAG_AGGREGATE, FLAG_PREFIX, tile == 0u), tile_total);\n"
-         "  }\n" +
-         look_back + kStoreTile;
+         "}\n";
+}
+
+const char* const kPublishAggregate = R"(  if (local == 0u) {
+    publish(tile, select(FLAG_AGGREGATE, FLAG_PREFIX, tile == 0u), tile_total);
+  }
+)";
+
+std::string look_back_and_publish(const ChainedScanShape& shape) {
+  return shape.subgroups
+             ? "  if (local < lanes) {\n"
+               "    var prefix = 0u;\n"
+               "    if (tile != 0u) { prefix = look_back(tile, lane, lanes); }\n"
+               "    if (local == 0u) {\n"
+               "      if (tile != 0u) { publish(tile, FLAG_PREFIX, prefix + tile_total); }\n"
+               "      if (tile + 1u == params.tiles) { scan_total(prefix + tile_total); }\n"
+               "      shared_prefix = prefix;\n"
+               "    }\n"
+               "  }\n"
+               "  let prefix = workgroupUniformLoad(&shared_prefix);\n"
+             : "  var prefix = 0u;\n"
+               "  if (tile != 0u) { prefix = look_back(tile, local); }\n"
+               "  if (local == 0u) {\n"
+               "    if (tile != 0u) { publish(tile, FLAG_PREFIX, prefix + tile_total); }\n"
+               "    if (tile + 1u == params.tiles) { scan_total(prefix + tile_total); }\n"
+               "  }\n";
+}
+
+// One tile per workgroup.
+std::string one_tile_body(const ChainedScanShape& shape) {
+  return "  let tile = workgroupUniformLoad(&claimed_tile);\n"
+         "  if (tile >= params.tiles) { return; }  // a grid rounded up past the tiles\n"
+         "  var raw = load_tile(tile, local, lane, lanes);\n" +
+         scan_tile(shape) + kPublishAggregate + look_back_and_publish(shape) + kStoreTile + "}\n";
+}
+
+// `body` with every line indented one level more.
+std::string indented(const std::string& body) {
+  std::string out;
+  std::size_t begin = 0;
+  while (begin < body.size()) {
+    const std::size_t end = body.find('\n', begin);
+    const std::size_t stop = end == std::string::npos ? body.size() : end + 1;
+    out += "  " + body.substr(begin, stop - begin);
+    begin = stop;
+  }
+  return out;
+}
+
+// Workgroups loop over the tiles they claim. The next tile is claimed while the current one is
+// scanned and loaded before the current one looks back, so that a workgroup waiting for its
+// predecessors still has loads in flight.
+std::string tile_loop_body(const ChainedScanShape& shape) {
+  return "  var tile = workgroupUniformLoad(&claimed_tile);\n"
+         "  if (tile >= params.tiles) { return; }\n"
+         "  var raw = load_tile(tile, local, lane, lanes);\n"
+         "  loop {\n" +
+         indented(
+             "  var next_claim = 0u;\n"
+             "  if (local == 0u) { next_claim = claim_tile(); }\n" +
+             scan_tile(shape) + kPublishAggregate +
+             "  if (local == 0u) { claimed_tile = next_claim; }\n"
+             "  let next_tile = workgroupUniformLoad(&claimed_tile);\n"
+             "  let next_raw = load_tile(next_tile, local, lane, lanes);\n" +
+             look_back_and_publish(shape) + kStoreTile +
+             "  if (next_tile >= params.tiles) { break; }\n"
+             "  tile = next_tile;\n"
+             "  raw = next_raw;\n") +
+         "  }\n"
+         "}\n";
+}
+
+// passes = 1: clear the chain, then one pass in which each workgroup claims a tile (or, with
+// tiles_per_workgroup > 1, tile after tile), publishes its sum and takes its prefix by look-back.
+std::string single_pass_wgsl(const ChainedScanShape& shape) {
+  const std::string claim = shape.subgroups
+                                ? "  if (local == 0u) { claimed_tile = claim_tile(); }\n"
+                                : "  if (local == 0u) {\n"
+                                  "    claimed_tile = claim_tile();\n"
+                                  "    atomicStore(&look_stop, LOOK_NONE);\n"
+                                  "    atomicStore(&look_sum, 0u);\n"
+                                  "  }\n";
+  return chain_constants() + kChainWgsl +
+         (shape.subgroups ? std::string(kSubgroupLookBackWgsl) : workgroup_look_back_wgsl(shape)) +
+         clear_entry_point(shape) + entry_point(shape, "tiles") + claim +
+         (shape.tiles_per_workgroup > 1 ? tile_loop_body(shape) : one_tile_body(shape));
 }
 
 // passes = 3 (reduce-then-scan): each tile's sum to chain[1 + tile]; one workgroup scans the
@@ -344,8 +405,9 @@ std::string single_pass_wgsl(const ChainedScanShape& shape) {
 std::string three_pass_wgsl(const ChainedScanShape& shape) {
   return entry_point(shape, "reduce") +
          "  let tile = linear_workgroup(workgroup, workgroups);\n"
-         "  if (tile >= params.tiles) { return; }\n" +
-         load_and_scan(shape) + "  if (local == 0u) { chain[1u + tile] = tile_total; }\n}\n" +
+         "  if (tile >= params.tiles) { return; }\n"
+         "  var raw = load_tile(tile, local, lane, lanes);\n" +
+         scan_tile(shape) + "  if (local == 0u) { chain[1u + tile] = tile_total; }\n}\n" +
          R"(
 // One workgroup; invocation t owns a run of consecutive tiles.
 @compute @workgroup_size(WG)
@@ -367,8 +429,9 @@ fn )" + shape.name +
 }
 )" + entry_point(shape, "apply") +
          "  let tile = linear_workgroup(workgroup, workgroups);\n"
-         "  if (tile >= params.tiles) { return; }\n" +
-         load_and_scan(shape) + "  let prefix = chain[1u + tile];\n" + kStoreTile;
+         "  if (tile >= params.tiles) { return; }\n"
+         "  var raw = load_tile(tile, local, lane, lanes);\n" +
+         scan_tile(shape) + "  let prefix = chain[1u + tile];\n" + kStoreTile + "}\n";
 }
 
 }  // namespace
@@ -386,7 +449,7 @@ std::string chained_scan_wgsl(const ChainedScanShape& shape, const std::string& 
   return header + kLinearWorkgroupWgsl + "\n" + chain_word + declarations + "\n" +
          constants(shape) + kCommonWgsl + workgroup_scan +
          (shape.subgroups ? striped_tile_wgsl(shape) : std::string(kBlockedTileWgsl)) +
-         (shape.passes == 3 ? three_pass_wgsl(shape) : single_pass_wgsl(shape));
+         kLoadTileWgsl + (shape.passes == 3 ? three_pass_wgsl(shape) : single_pass_wgsl(shape));
 }
 
 Status check_chained_scan_resources(const ChainedScanShape& shape, std::uint64_t caller_bytes,
@@ -400,6 +463,12 @@ Status check_chained_scan_resources(const ChainedScanShape& shape, std::uint64_t
                                                std::to_string(shape.look_back_window) + ") needs " +
                                                needs + ", and the knob keeps its default (" +
                                                std::to_string(kDefaultLookBackWindow) + ").");
+  }
+  if (shape.tiles_per_workgroup != 1 && shape.passes == 3) {
+    return Error(ErrorKind::kInvalidInput,
+                 "Knob tiles_per_workgroup (" + std::to_string(shape.tiles_per_workgroup) +
+                     ") needs passes (1): the three-pass scan has one workgroup per tile, and the "
+                     "knob keeps its default (1).");
   }
   if (shape.subgroups && device.subgroup_min_size != 0 && device.subgroup_min_size < kMinSubgroup) {
     return Error(ErrorKind::kInvalidInput, "Knob use_subgroups (1) needs subgroups of at least " +
@@ -438,7 +507,7 @@ std::vector<PassPlan> chained_scan_passes(const ChainedScanShape& shape, std::ui
             {shape.name + "_apply", tiles, buffers, params}};
   }
   return {{shape.name + "_clear", ceil_div(1 + 2 * tiles, shape.workgroup_size), buffers, params},
-          {shape.name + "_tiles", tiles, buffers, params}};
+          {shape.name + "_tiles", ceil_div(tiles, shape.tiles_per_workgroup), buffers, params}};
 }
 
 std::vector<std::string> chained_scan_entry_points(const ChainedScanShape& shape) {

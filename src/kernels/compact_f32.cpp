@@ -8,8 +8,9 @@
 // order-preserving integer keys, so results are exact whatever the adapter does with subnormals.
 // Semantics: IEEE `>` (so -0 > +0 is false); NaN is never kept; a NaN threshold keeps nothing.
 // Knobs: workgroup_size, vectors_per_invocation (vec4 each), use_subgroups, look_back_window,
-// passes, stage_kept (staging costs workgroup memory, hence resident tiles, and a barrier; on the
-// H200 it won with blocked tiles and lost with subgroups, so the tuner decides).
+// passes, tiles_per_workgroup, stage_kept (staging costs workgroup memory, hence resident tiles,
+// and a barrier; on the H200 it won with blocked tiles and lost with subgroups, so the tuner
+// decides).
 //
 // Oracle: the sequential filter; the count and the first `count` outputs must match bit for bit
 // (the rest of y is unspecified). Bytes moved: 6 n (4 n read, 4 bytes per kept element, counted
@@ -63,7 +64,7 @@ fn scan_finish_tile(tile_prefix: u32, tile_total: u32, local: u32) {}
 class CompactF32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "compact_f32"; }
-  std::uint32_t revision() const override { return 3; }
+  std::uint32_t revision() const override { return 4; }
   std::string_view summary() const override {
     return "the x[i] > threshold, in input order, and their count";
   }
@@ -74,6 +75,10 @@ class CompactF32 final : public KernelDefinition {
             {"use_subgroups", "scan within subgroups first", {0, 1}, 0},
             {"look_back_window", "predecessors read at once by the look-back", {32, 256}, 32},
             {"passes", "1: single pass, decoupled look-back; 3: reduce-then-scan", {1, 3}, 1},
+            {"tiles_per_workgroup",
+             "single pass: tiles per workgroup, the next one loading during the look-back",
+             {1, 4, 16},
+             1},
             {"stage_kept", "gather kept values in workgroup memory before storing", {0, 1}, 1}};
   }
 
@@ -192,7 +197,8 @@ class CompactF32 final : public KernelDefinition {
             knob(schedule, "vectors_per_invocation"),
             knob(schedule, "use_subgroups") == 1,
             knob(schedule, "look_back_window"),
-            knob(schedule, "passes")};
+            knob(schedule, "passes"),
+            knob(schedule, "tiles_per_workgroup")};
   }
 };
 

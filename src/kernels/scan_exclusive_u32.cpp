@@ -6,7 +6,8 @@
 // workgroup_size, vectors_per_invocation (vec4 each), use_subgroups (warp-striped tiles scanned
 // by subgroup operations, the first subgroup looking back; otherwise blocked tiles and a scan in
 // workgroup memory), look_back_window (without subgroups), passes (1, or 3 for reduce-then-scan,
-// which reads x twice but never waits for another workgroup).
+// which reads x twice but never waits for another workgroup), tiles_per_workgroup (single pass:
+// above 1, workgroups loop over tiles and load the next one while looking back).
 //
 // Oracle: the sequential wrapping scan; exact. Bytes moved: 8 n (read x, write y).
 
@@ -20,7 +21,7 @@ using namespace support;
 class ScanExclusiveU32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "scan_exclusive_u32"; }
-  std::uint32_t revision() const override { return 3; }
+  std::uint32_t revision() const override { return 4; }
   std::string_view summary() const override {
     return "y[i] = x[0] + ... + x[i-1] (exclusive prefix sum, wrapping u32)";
   }
@@ -30,7 +31,11 @@ class ScanExclusiveU32 final : public KernelDefinition {
             {"vectors_per_invocation", "vec4 per invocation", {1, 2, 4, 8, 16}, 1},
             {"use_subgroups", "scan within subgroups first", {0, 1}, 0},
             {"look_back_window", "predecessors read at once by the look-back", {32, 256}, 32},
-            {"passes", "1: single pass, decoupled look-back; 3: reduce-then-scan", {1, 3}, 1}};
+            {"passes", "1: single pass, decoupled look-back; 3: reduce-then-scan", {1, 3}, 1},
+            {"tiles_per_workgroup",
+             "single pass: tiles per workgroup, the next one loading during the look-back",
+             {1, 4, 16},
+             1}};
   }
 
   Status check_resources(const Schedule& schedule,
@@ -126,7 +131,8 @@ class ScanExclusiveU32 final : public KernelDefinition {
             knob(schedule, "vectors_per_invocation"),
             knob(schedule, "use_subgroups") == 1,
             knob(schedule, "look_back_window"),
-            knob(schedule, "passes")};
+            knob(schedule, "passes"),
+            knob(schedule, "tiles_per_workgroup")};
   }
 };
 

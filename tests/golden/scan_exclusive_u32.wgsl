@@ -48,6 +48,14 @@ fn workgroup_exclusive_scan(value: u32, local: u32) -> vec2u {
 fn tile_vector(tile: u32, local: u32, lane: u32, lanes: u32, k: u32) -> u32 {
   return tile * TILE_VECTORS + local * VECTORS + k;
 }
+fn load_tile(tile: u32, local: u32, lane: u32, lanes: u32) -> array<vec4u, VECTORS> {
+  var raw = array<vec4u, VECTORS>();
+  for (var k = 0u; k < VECTORS; k++) {
+    let v = tile_vector(tile, local, lane, lanes, k);
+    if (tile < params.tiles && v < vector_count()) { raw[k] = x[v]; }
+  }
+  return raw;
+}
 const SPINS: u32 = 64u;
 const FLAG_AGGREGATE: u32 = 0x10000u;  // the tile's own sum
 const FLAG_PREFIX: u32 = 0x20000u;     // the sum of every tile up to this one
@@ -58,6 +66,10 @@ fn publish(tile: u32, flag: u32, value: u32) {
   atomicStore(&chain[1u + 2u * tile], flag | (value & 0xffffu));
   atomicStore(&chain[2u + 2u * tile], flag | (value >> 16u));
 }
+
+// The next tile in claim order (so a tile's predecessors were all claimed by workgroups that
+// already run).
+fn claim_tile() -> u32 { return atomicAdd(&chain[0], 1u); }
 
 // (flag, value) of a tile; flag 0 while it is unpublished or the halves disagree.
 fn tile_status(tile: u32) -> vec2u {
@@ -149,18 +161,17 @@ fn scan_tiles(@builtin(workgroup_id) workgroup: vec3u, @builtin(num_workgroups) 
   let lane = 0u;
   let lanes = 1u;
   if (local == 0u) {
-    claimed_tile = atomicAdd(&chain[0], 1u);
+    claimed_tile = claim_tile();
     atomicStore(&look_stop, LOOK_NONE);
     atomicStore(&look_sum, 0u);
   }
   let tile = workgroupUniformLoad(&claimed_tile);
   if (tile >= params.tiles) { return; }  // a grid rounded up past the tiles
-  var raw = array<vec4u, VECTORS>();
+  var raw = load_tile(tile, local, lane, lanes);
   var offsets = array<u32, VECTORS>();
   var sum = 0u;
   for (var k = 0u; k < VECTORS; k++) {
     let v = tile_vector(tile, local, lane, lanes, k);
-    if (v < vector_count()) { raw[k] = x[v]; }
     offsets[k] = sum;
     sum += sum4(scan_items(raw[k], v * 4u));
   }

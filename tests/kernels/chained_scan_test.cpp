@@ -4,7 +4,7 @@
 // takes, and the result must still match the oracle on the real adapter:
 //   - no tile ever publishes: every tile reduces all of its predecessors from the input itself;
 //   - tiles are claimed last first: look-backs meet unpublished, partly published and published
-//     predecessors in every order;
+//     predecessors in every order (and a looping workgroup's next tile precedes its current one);
 //   - no tile but the first publishes its prefix: every look-back walks windows of aggregates
 //     back to tile 0.
 // The quick cases have at most 31 tiles, so the workgroup's look-back window is also narrowed from
@@ -36,8 +36,8 @@ const SourceEdit kEdits[] = {
      "  atomicStore(&chain[1u + 2u * tile], flag | (value & 0xffffu));\n"
      "  atomicStore(&chain[2u + 2u * tile], flag | (value >> 16u));\n",
      ""},
-    {"tiles claimed last first", "claimed_tile = atomicAdd(&chain[0], 1u);",
-     "claimed_tile = params.tiles - 1u - atomicAdd(&chain[0], 1u);"},
+    {"tiles claimed last first", "return atomicAdd(&chain[0], 1u);",
+     "return params.tiles - 1u - atomicAdd(&chain[0], 1u);"},
     {"only tile 0 publishes a prefix", "{ publish(tile, FLAG_PREFIX, prefix + tile_total); }",
      "{}"},
 };
@@ -81,10 +81,14 @@ class ChainedScanFallbackTest : public ::testing::TestWithParam<std::string> {
 TEST_P(ChainedScanFallbackTest, MatchesTheOracleWhenPredecessorsDoNotPublish) {
   SCOPED_TRACE("seed " + std::to_string(seed_) + " (rerun with WGSL_FORGE_TEST_SEED)");
   // Tiles of 256 and 512 elements, so that the quick cases (up to 10^4 elements) have up to 40
-  // tiles; the second one uses subgroups (warp-striped tiles, one subgroup looking back).
+  // tiles; the second one uses subgroups (warp-striped tiles, one subgroup looking back). Each
+  // also with workgroups that loop over 4 tiles, claiming the next before looking back.
   std::vector<std::string> schedules = {"workgroup_size=64,vectors_per_invocation=1"};
   if (capabilities_.subgroups) {
     schedules.push_back("workgroup_size=64,vectors_per_invocation=2,use_subgroups=1");
+  }
+  for (std::size_t i = 0, count = schedules.size(); i < count; ++i) {
+    schedules.push_back(schedules[i] + ",tiles_per_workgroup=4");
   }
   for (const std::string& overrides : schedules) {
     const Schedule schedule = kernels::parse_schedule_overrides(kernel_, overrides).value();
