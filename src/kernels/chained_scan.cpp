@@ -1,12 +1,12 @@
 // The single-pass chained scan behind scan_exclusive_u32 and compact_f32.
 //
-// Each workgroup claims the next tile from a counter (so a tile's predecessors were all claimed
-// by workgroups that already run), scans it in registers, publishes the tile's sum, and looks
-// back over its predecessors' published sums until it meets one that published its inclusive
-// prefix (decoupled look-back). The input is read once and the output written once: 8 bytes per
-// element for a scan, against 12 for reduce-then-scan. The two paths, without and with subgroups,
-// differ in the tile's layout, its scan and who looks back (workgroup_path_wgsl and
-// subgroup_path_wgsl say how); the chain they publish to is the same.
+// Each workgroup takes a tile (claimed from a counter, so that a tile's predecessors were all
+// claimed by workgroups that already run, or its workgroup id), scans it in registers, publishes
+// the tile's sum, and looks back over its predecessors' published sums until it meets one that
+// published its inclusive prefix (decoupled look-back). The input is read once and the output
+// written once: 8 bytes per element for a scan, against 12 for reduce-then-scan. The two paths,
+// without and with subgroups, differ in the tile's layout, its scan and who looks back
+// (workgroup_path_wgsl and subgroup_path_wgsl say how); the chain they publish to is the same.
 //
 // WGSL promises no forward progress between workgroups, so no workgroup waits without bound: a
 // predecessor that has published nothing after kSpins polls is reduced from the input by the
@@ -64,10 +64,6 @@ fn publish(tile: u32, flag: u32, value: u32) {
   atomicStore(&chain[2u + 2u * tile], flag | (value >> 16u));
 }
 
-// The next tile in claim order (so a tile's predecessors were all claimed by workgroups that
-// already run).
-fn claim_tile() -> u32 { return atomicAdd(&chain[0], 1u); }
-
 // (flag, value) of a tile; flag 0 while it is unpublished or the halves disagree.
 fn tile_status(tile: u32) -> vec2u {
   let low = atomicLoad(&chain[1u + 2u * tile]);
@@ -84,7 +80,7 @@ fn polled_status(tile: u32) -> vec2u {
   return status;
 }
 
-var<workgroup> claimed_tile: u32;
+var<workgroup> claimed_tile: u32;  // with claim_tiles
 // The walk stops at the nearest predecessor that is not an aggregate, coded as
 // 2 * distance + (0 for a prefix, 1 for unpublished); LOOK_NONE: all were aggregates.
 const LOOK_NONE: u32 = 0xffffffffu;
@@ -302,8 +298,7 @@ fn look_back(tile: u32, lane: u32, lanes: u32) -> u32 {
 )";
 
 // The chain's clear pass, and the tile's steps after its scan: publish its sum, take its prefix
-// by look-back (claiming the workgroup's next tile and starting its loads in between, when
-// workgroups loop), store.
+// by look-back, store.
 std::string clear_entry_point(const ChainedScanShape& shape) {
   return "\n@compute @workgroup_size(WG)\nfn " + shape.name +
          "_clear(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,\n"
@@ -338,64 +333,31 @@ std::string look_back_and_publish(const ChainedScanShape& shape) {
                "  }\n";
 }
 
-// One tile per workgroup.
-std::string one_tile_body(const ChainedScanShape& shape) {
-  return "  let tile = workgroupUniformLoad(&claimed_tile);\n"
+// passes = 1: clear the chain, then one pass in which each workgroup takes a tile, publishes its
+// sum and takes its prefix by look-back. With claim_tiles the tile is claimed from a counter, so
+// that a tile's predecessors were all claimed by workgroups that already run; otherwise it is the
+// workgroup's id, which saves the claim's round trip to memory and relies on workgroups starting
+// in order (as GPUs start them); a predecessor that has not started is reduced by the fallback.
+std::string single_pass_wgsl(const ChainedScanShape& shape) {
+  const std::string reset_look_back = shape.subgroups ? ""
+                                                      : "    atomicStore(&look_stop, LOOK_NONE);\n"
+                                                        "    atomicStore(&look_sum, 0u);\n";
+  const std::string take_tile =
+      shape.claim_tiles
+          ? "  if (local == 0u) {\n"
+            "    claimed_tile = atomicAdd(&chain[0], 1u);\n" +
+                reset_look_back +
+                "  }\n"
+                "  let tile = workgroupUniformLoad(&claimed_tile);\n"
+          : "  let tile = linear_workgroup(workgroup, workgroups);\n" +
+                (reset_look_back.empty() ? ""
+                                         : "  if (local == 0u) {\n" + reset_look_back + "  }\n");
+  return chain_constants() + kChainWgsl +
+         (shape.subgroups ? std::string(kSubgroupLookBackWgsl) : workgroup_look_back_wgsl(shape)) +
+         clear_entry_point(shape) + entry_point(shape, "tiles") + take_tile +
          "  if (tile >= params.tiles) { return; }  // a grid rounded up past the tiles\n"
          "  var raw = load_tile(tile, local, lane, lanes);\n" +
          scan_tile(shape) + kPublishAggregate + look_back_and_publish(shape) + kStoreTile + "}\n";
-}
-
-// `body` with every line indented one level more.
-std::string indented(const std::string& body) {
-  std::string out;
-  std::size_t begin = 0;
-  while (begin < body.size()) {
-    const std::size_t end = body.find('\n', begin);
-    const std::size_t stop = end == std::string::npos ? body.size() : end + 1;
-    out += "  " + body.substr(begin, stop - begin);
-    begin = stop;
-  }
-  return out;
-}
-
-// Workgroups loop over the tiles they claim. The next tile is claimed while the current one is
-// scanned and loaded before the current one looks back, so that a workgroup waiting for its
-// predecessors still has loads in flight.
-std::string tile_loop_body(const ChainedScanShape& shape) {
-  return "  var tile = workgroupUniformLoad(&claimed_tile);\n"
-         "  if (tile >= params.tiles) { return; }\n"
-         "  var raw = load_tile(tile, local, lane, lanes);\n"
-         "  loop {\n" +
-         indented(
-             "  var next_claim = 0u;\n"
-             "  if (local == 0u) { next_claim = claim_tile(); }\n" +
-             scan_tile(shape) + kPublishAggregate +
-             "  if (local == 0u) { claimed_tile = next_claim; }\n"
-             "  let next_tile = workgroupUniformLoad(&claimed_tile);\n"
-             "  let next_raw = load_tile(next_tile, local, lane, lanes);\n" +
-             look_back_and_publish(shape) + kStoreTile +
-             "  if (next_tile >= params.tiles) { break; }\n"
-             "  tile = next_tile;\n"
-             "  raw = next_raw;\n") +
-         "  }\n"
-         "}\n";
-}
-
-// passes = 1: clear the chain, then one pass in which each workgroup claims a tile (or, with
-// tiles_per_workgroup > 1, tile after tile), publishes its sum and takes its prefix by look-back.
-std::string single_pass_wgsl(const ChainedScanShape& shape) {
-  const std::string claim = shape.subgroups
-                                ? "  if (local == 0u) { claimed_tile = claim_tile(); }\n"
-                                : "  if (local == 0u) {\n"
-                                  "    claimed_tile = claim_tile();\n"
-                                  "    atomicStore(&look_stop, LOOK_NONE);\n"
-                                  "    atomicStore(&look_sum, 0u);\n"
-                                  "  }\n";
-  return chain_constants() + kChainWgsl +
-         (shape.subgroups ? std::string(kSubgroupLookBackWgsl) : workgroup_look_back_wgsl(shape)) +
-         clear_entry_point(shape) + entry_point(shape, "tiles") + claim +
-         (shape.tiles_per_workgroup > 1 ? tile_loop_body(shape) : one_tile_body(shape));
 }
 
 // passes = 3 (reduce-then-scan): each tile's sum to chain[1 + tile]; one workgroup scans the
@@ -464,11 +426,10 @@ Status check_chained_scan_resources(const ChainedScanShape& shape, std::uint64_t
                                                needs + ", and the knob keeps its default (" +
                                                std::to_string(kDefaultLookBackWindow) + ").");
   }
-  if (shape.tiles_per_workgroup != 1 && shape.passes == 3) {
+  if (!shape.claim_tiles && shape.passes == 3) {
     return Error(ErrorKind::kInvalidInput,
-                 "Knob tiles_per_workgroup (" + std::to_string(shape.tiles_per_workgroup) +
-                     ") needs passes (1): the three-pass scan has one workgroup per tile, and the "
-                     "knob keeps its default (1).");
+                 "Knob claim_tiles (0) needs passes (1): the three-pass scan claims no tiles, and "
+                 "the knob keeps its default (1).");
   }
   if (shape.subgroups && device.subgroup_min_size != 0 && device.subgroup_min_size < kMinSubgroup) {
     return Error(ErrorKind::kInvalidInput, "Knob use_subgroups (1) needs subgroups of at least " +
@@ -507,7 +468,7 @@ std::vector<PassPlan> chained_scan_passes(const ChainedScanShape& shape, std::ui
             {shape.name + "_apply", tiles, buffers, params}};
   }
   return {{shape.name + "_clear", ceil_div(1 + 2 * tiles, shape.workgroup_size), buffers, params},
-          {shape.name + "_tiles", ceil_div(tiles, shape.tiles_per_workgroup), buffers, params}};
+          {shape.name + "_tiles", tiles, buffers, params}};
 }
 
 std::vector<std::string> chained_scan_entry_points(const ChainedScanShape& shape) {

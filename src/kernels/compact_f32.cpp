@@ -8,7 +8,7 @@
 // order-preserving integer keys, so results are exact whatever the adapter does with subnormals.
 // Semantics: IEEE `>` (so -0 > +0 is false); NaN is never kept; a NaN threshold keeps nothing.
 // Knobs: workgroup_size, vectors_per_invocation (vec4 each), use_subgroups, look_back_window,
-// passes, tiles_per_workgroup, stage_kept (staging costs workgroup memory, hence resident tiles,
+// passes, claim_tiles, stage_kept (staging costs workgroup memory, hence resident tiles,
 // and a barrier; on the H200 it won with blocked tiles and lost with subgroups, so the tuner
 // decides).
 //
@@ -75,9 +75,9 @@ class CompactF32 final : public KernelDefinition {
             {"use_subgroups", "scan within subgroups first", {0, 1}, 0},
             {"look_back_window", "predecessors read at once by the look-back", {32, 256}, 32},
             {"passes", "1: single pass, decoupled look-back; 3: reduce-then-scan", {1, 3}, 1},
-            {"tiles_per_workgroup",
-             "single pass: tiles per workgroup, the next one loading during the look-back",
-             {1, 4, 16},
+            {"claim_tiles",
+             "single pass: 1 claims tiles from a counter, 0 takes the workgroup id (no atomic)",
+             {1, 0},
              1},
             {"stage_kept", "gather kept values in workgroup memory before storing", {0, 1}, 1}};
   }
@@ -198,7 +198,7 @@ class CompactF32 final : public KernelDefinition {
             knob(schedule, "use_subgroups") == 1,
             knob(schedule, "look_back_window"),
             knob(schedule, "passes"),
-            knob(schedule, "tiles_per_workgroup")};
+            knob(schedule, "claim_tiles") == 1};
   }
 };
 

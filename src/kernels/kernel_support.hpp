@@ -121,10 +121,10 @@ struct ChainedScanShape {
   // 1: the single pass with decoupled look-back; 3: reduce-then-scan (tile sums, their scan by
   // one workgroup, then each tile again), which reads the input twice but never waits.
   std::uint32_t passes = 1;
-  // The single pass's grid: one workgroup per this many tiles. Above 1, workgroups claim tile
-  // after tile and load the next one before looking back for the current one, so that the wait
-  // for predecessors overlaps loads (at the cost of a second tile's registers).
-  std::uint32_t tiles_per_workgroup = 1;
+  // The single pass's tile order: claimed from a counter (a round trip to memory before the
+  // tile's loads), or the workgroup's id (relying on workgroups starting in order, else on the
+  // look-back's fallback).
+  bool claim_tiles = true;
 };
 
 // The whole WGSL module. `declarations` must define the uniform `params` with fields n (elements)

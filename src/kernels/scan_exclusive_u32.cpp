@@ -6,8 +6,8 @@
 // workgroup_size, vectors_per_invocation (vec4 each), use_subgroups (warp-striped tiles scanned
 // by subgroup operations, the first subgroup looking back; otherwise blocked tiles and a scan in
 // workgroup memory), look_back_window (without subgroups), passes (1, or 3 for reduce-then-scan,
-// which reads x twice but never waits for another workgroup), tiles_per_workgroup (single pass:
-// above 1, workgroups loop over tiles and load the next one while looking back).
+// which reads x twice but never waits for another workgroup), claim_tiles (single pass: a tile
+// claimed from a counter, or the workgroup's id).
 //
 // Oracle: the sequential wrapping scan; exact. Bytes moved: 8 n (read x, write y).
 
@@ -32,9 +32,9 @@ class ScanExclusiveU32 final : public KernelDefinition {
             {"use_subgroups", "scan within subgroups first", {0, 1}, 0},
             {"look_back_window", "predecessors read at once by the look-back", {32, 256}, 32},
             {"passes", "1: single pass, decoupled look-back; 3: reduce-then-scan", {1, 3}, 1},
-            {"tiles_per_workgroup",
-             "single pass: tiles per workgroup, the next one loading during the look-back",
-             {1, 4, 16},
+            {"claim_tiles",
+             "single pass: 1 claims tiles from a counter, 0 takes the workgroup id (no atomic)",
+             {1, 0},
              1}};
   }
 
@@ -132,7 +132,7 @@ class ScanExclusiveU32 final : public KernelDefinition {
             knob(schedule, "use_subgroups") == 1,
             knob(schedule, "look_back_window"),
             knob(schedule, "passes"),
-            knob(schedule, "tiles_per_workgroup")};
+            knob(schedule, "claim_tiles") == 1};
   }
 };
 

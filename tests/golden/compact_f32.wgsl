@@ -83,10 +83,6 @@ fn publish(tile: u32, flag: u32, value: u32) {
   atomicStore(&chain[2u + 2u * tile], flag | (value >> 16u));
 }
 
-// The next tile in claim order (so a tile's predecessors were all claimed by workgroups that
-// already run).
-fn claim_tile() -> u32 { return atomicAdd(&chain[0], 1u); }
-
 // (flag, value) of a tile; flag 0 while it is unpublished or the halves disagree.
 fn tile_status(tile: u32) -> vec2u {
   let low = atomicLoad(&chain[1u + 2u * tile]);
@@ -103,7 +99,7 @@ fn polled_status(tile: u32) -> vec2u {
   return status;
 }
 
-var<workgroup> claimed_tile: u32;
+var<workgroup> claimed_tile: u32;  // with claim_tiles
 // The walk stops at the nearest predecessor that is not an aggregate, coded as
 // 2 * distance + (0 for a prefix, 1 for unpublished); LOOK_NONE: all were aggregates.
 const LOOK_NONE: u32 = 0xffffffffu;
@@ -177,7 +173,7 @@ fn compact_tiles(@builtin(workgroup_id) workgroup: vec3u, @builtin(num_workgroup
   let lane = 0u;
   let lanes = 1u;
   if (local == 0u) {
-    claimed_tile = claim_tile();
+    claimed_tile = atomicAdd(&chain[0], 1u);
     atomicStore(&look_stop, LOOK_NONE);
     atomicStore(&look_sum, 0u);
   }

@@ -4,7 +4,8 @@
 // takes, and the result must still match the oracle on the real adapter:
 //   - no tile ever publishes: every tile reduces all of its predecessors from the input itself;
 //   - tiles are claimed last first: look-backs meet unpublished, partly published and published
-//     predecessors in every order (and a looping workgroup's next tile precedes its current one);
+//     predecessors in every order (with the workgroup's id as the tile: workgroups that start
+//     in order take the tiles from the last);
 //   - no tile but the first publishes its prefix: every look-back walks windows of aggregates
 //     back to tile 0.
 // The quick cases have at most 31 tiles, so the workgroup's look-back window is also narrowed from
@@ -36,11 +37,17 @@ const SourceEdit kEdits[] = {
      "  atomicStore(&chain[1u + 2u * tile], flag | (value & 0xffffu));\n"
      "  atomicStore(&chain[2u + 2u * tile], flag | (value >> 16u));\n",
      ""},
-    {"tiles claimed last first", "return atomicAdd(&chain[0], 1u);",
-     "return params.tiles - 1u - atomicAdd(&chain[0], 1u);"},
+    {"tiles claimed last first", "claimed_tile = atomicAdd(&chain[0], 1u);",
+     "claimed_tile = params.tiles - 1u - atomicAdd(&chain[0], 1u);"},
     {"only tile 0 publishes a prefix", "{ publish(tile, FLAG_PREFIX, prefix + tile_total); }",
      "{}"},
 };
+
+// "tiles claimed last first" where the tile is the workgroup's id.
+const SourceEdit kLastFirstById = {"tiles taken last first",
+                                   "let tile = linear_workgroup(workgroup, workgroups);",
+                                   "let tile = params.tiles - 1u - linear_workgroup(workgroup, "
+                                   "workgroups);"};
 
 const SourceEdit kNarrowWindow = {"a window of 4", "const LOOK_BACK: u32 = 32u;",
                                   "const LOOK_BACK: u32 = 4u;"};
@@ -82,13 +89,13 @@ TEST_P(ChainedScanFallbackTest, MatchesTheOracleWhenPredecessorsDoNotPublish) {
   SCOPED_TRACE("seed " + std::to_string(seed_) + " (rerun with WGSL_FORGE_TEST_SEED)");
   // Tiles of 256 and 512 elements, so that the quick cases (up to 10^4 elements) have up to 40
   // tiles; the second one uses subgroups (warp-striped tiles, one subgroup looking back). Each
-  // also with workgroups that loop over 4 tiles, claiming the next before looking back.
+  // also with the workgroup's id as its tile instead of a claimed one.
   std::vector<std::string> schedules = {"workgroup_size=64,vectors_per_invocation=1"};
   if (capabilities_.subgroups) {
     schedules.push_back("workgroup_size=64,vectors_per_invocation=2,use_subgroups=1");
   }
   for (std::size_t i = 0, count = schedules.size(); i < count; ++i) {
-    schedules.push_back(schedules[i] + ",tiles_per_workgroup=4");
+    schedules.push_back(schedules[i] + ",claim_tiles=0");
   }
   for (const std::string& overrides : schedules) {
     const Schedule schedule = kernels::parse_schedule_overrides(kernel_, overrides).value();
@@ -102,7 +109,9 @@ TEST_P(ChainedScanFallbackTest, MatchesTheOracleWhenPredecessorsDoNotPublish) {
     for (const SourceEdit& edit : kEdits) {
       SCOPED_TRACE(overrides + ", " + edit.name);
       std::string edited = source;
-      ASSERT_TRUE(replace_once(edited, edit));
+      ASSERT_TRUE(replace_once(
+          edited,
+          schedule.get("claim_tiles") == 0 && edit.from == kEdits[1].from ? kLastFirstById : edit));
       expect_certified(schedule, edited);
     }
   }

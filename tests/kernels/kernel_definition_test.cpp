@@ -181,14 +181,14 @@ TEST(KernelCatalogTest, IllegalSchedulesNameTheKnobTheValueAndTheLimit) {
             "Knob look_back_window (256) needs passes (1): the three-pass scan does not look "
             "back, and the knob keeps its default (32).");
   schedule.set("look_back_window", 32);
-  // Only the single pass loops over tiles.
-  schedule.set("tiles_per_workgroup", 4);
+  // Only the single pass claims tiles.
+  schedule.set("claim_tiles", 0);
   EXPECT_EQ(scan.check_schedule(schedule, large_adapter()).error().message(),
-            "Knob tiles_per_workgroup (4) needs passes (1): the three-pass scan has one workgroup "
-            "per tile, and the knob keeps its default (1).");
+            "Knob claim_tiles (0) needs passes (1): the three-pass scan claims no tiles, and the "
+            "knob keeps its default (1).");
   schedule.set("passes", 1);
   EXPECT_TRUE(scan.check_schedule(schedule, large_adapter()).ok());
-  schedule.set("tiles_per_workgroup", 1);
+  schedule.set("claim_tiles", 1);
   schedule.set("passes", 3);
   schedule.set("use_subgroups", 1);
   DeviceCapabilities narrow = large_adapter();
