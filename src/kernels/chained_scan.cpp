@@ -150,14 +150,16 @@ const char* const kStripedScan = R"(  var offsets = array<u32, VECTORS>();
   }
 )";
 
-// A tile's vectors (zero past the input), in the layout's order. A tile past the last one loads
-// nothing.
+// A tile's vectors (zero past the input), in the layout's order. The load is clamped and
+// selected rather than guarded by a branch: subgroup scans follow, and the H200's driver scanned
+// wrong sums after divergent control flow (compact_f32's keep() had an early return).
 const char* const kLoadTileWgsl =
     R"(fn load_tile(tile: u32, local: u32, lane: u32, lanes: u32) -> array<vec4u, VECTORS> {
   var raw = array<vec4u, VECTORS>();
+  let last = max(vector_count(), 1u) - 1u;  // x has at least one vector
   for (var k = 0u; k < VECTORS; k++) {
     let v = tile_vector(tile, local, lane, lanes, k);
-    if (tile < params.tiles && v < vector_count()) { raw[k] = x[v]; }
+    raw[k] = select(vec4u(0u), x[min(v, last)], v < vector_count());
   }
   return raw;
 }
@@ -259,10 +261,11 @@ fn look_back(tile: u32, local: u32) -> u32 {
 const char* const kSubgroupLookBackWgsl = R"(var<workgroup> shared_prefix: u32;
 
 // The sum of a tile's items, from the input, by one subgroup.
+// A predecessor is a whole tile, a multiple of the subgroup's lanes, so every lane takes the same
+// number of steps and the subgroup is converged at subgroupAdd.
 fn reduce_tile(tile: u32, lane: u32, lanes: u32) -> u32 {
-  let end = min((tile + 1u) * TILE_VECTORS, vector_count());
   var sum = 0u;
-  for (var v = tile * TILE_VECTORS + lane; v < end; v += lanes) {
+  for (var v = tile * TILE_VECTORS + lane; v < (tile + 1u) * TILE_VECTORS; v += lanes) {
     sum += sum4(scan_items(x[v], v * 4u));
   }
   return subgroupAdd(sum);

@@ -131,7 +131,10 @@ struct ChainedScanShape {
 // and tiles (chained_scan_tiles), `x: array<vec4u>` (raw input, at least ceil(n / 4) vectors),
 // `chain: array<ChainWord>` (1 + 2 tiles words of scratch; ChainWord is defined here), and
 //   fn scan_items(raw: vec4u, first: u32) -> vec4u    the items of elements first .. first + 3
-//                                                     (0 for those at or past n);
+//                                                     (0 for those at or past n), without
+//                                                     branches: subgroup scans follow it, and
+//                                                     after a divergent early return in it the
+//                                                     H200's driver scanned wrong sums;
 //   fn scan_store(v: u32, raw: vec4u, items: vec4u, tile_prefix: u32, offset: u32)
 //                                                     vector v, whose first element's exclusive
 //                                                     prefix is tile_prefix + offset (offset:

@@ -11,11 +11,10 @@ struct Params { n: u32, tiles: u32, threshold_key: u32 }
 @group(0) @binding(3) var<storage, read_write> chain: array<ChainWord>;
 @group(0) @binding(4) var<storage, read_write> count: array<u32>;
 
-fn keep(bits: u32) -> bool {
-  if ((bits & 0x7fffffffu) > 0x7f800000u) { return false; }
+fn keep(bits: u32) -> bool {  // no branch: see chained_scan_wgsl's scan_items
   let b = select(bits, 0u, bits == 0x80000000u);
   let key = select(b | 0x80000000u, ~b, (b & 0x80000000u) != 0u);
-  return key > params.threshold_key;
+  return ((bits & 0x7fffffffu) <= 0x7f800000u) & (key > params.threshold_key);
 }
 fn scan_items(raw: vec4u, first: u32) -> vec4u {
   let kept = vec4<bool>(keep(raw.x), keep(raw.y), keep(raw.z), keep(raw.w));
@@ -66,9 +65,10 @@ fn tile_vector(tile: u32, local: u32, lane: u32, lanes: u32, k: u32) -> u32 {
 }
 fn load_tile(tile: u32, local: u32, lane: u32, lanes: u32) -> array<vec4u, VECTORS> {
   var raw = array<vec4u, VECTORS>();
+  let last = max(vector_count(), 1u) - 1u;  // x has at least one vector
   for (var k = 0u; k < VECTORS; k++) {
     let v = tile_vector(tile, local, lane, lanes, k);
-    if (tile < params.tiles && v < vector_count()) { raw[k] = x[v]; }
+    raw[k] = select(vec4u(0u), x[min(v, last)], v < vector_count());
   }
   return raw;
 }

@@ -50,9 +50,10 @@ fn tile_vector(tile: u32, local: u32, lane: u32, lanes: u32, k: u32) -> u32 {
 }
 fn load_tile(tile: u32, local: u32, lane: u32, lanes: u32) -> array<vec4u, VECTORS> {
   var raw = array<vec4u, VECTORS>();
+  let last = max(vector_count(), 1u) - 1u;  // x has at least one vector
   for (var k = 0u; k < VECTORS; k++) {
     let v = tile_vector(tile, local, lane, lanes, k);
-    if (tile < params.tiles && v < vector_count()) { raw[k] = x[v]; }
+    raw[k] = select(vec4u(0u), x[min(v, last)], v < vector_count());
   }
   return raw;
 }
