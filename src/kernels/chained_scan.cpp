@@ -143,8 +143,7 @@ const char* const kStripedScan = R"(  var offsets = array<u32, VECTORS>();
   var tile_total = 0u;
   for (var base = 0u; base < groups; base += lanes) {
     let g = base + lane;
-    var sum = 0u;
-    if (g < groups) { sum = subgroup_sums[g]; }
+    let sum = select(0u, subgroup_sums[min(g, groups - 1u)], g < groups);  // no branch
     before += subgroupAdd(select(0u, sum, g < group));
     tile_total += subgroupAdd(sum);
   }
@@ -271,6 +270,21 @@ fn reduce_tile(tile: u32, lane: u32, lanes: u32) -> u32 {
   return subgroupAdd(sum);
 }
 
+// Lane l's predecessor next - 1 - l (none before tile 0: a prefix of 0), polled until every
+// lane's has published or SPINS polls passed. Every lane takes the same steps: subgroup
+// operations follow, and the H200's driver computed wrong ones after divergent control flow.
+fn polled_statuses(next: u32, lane: u32) -> vec2u {
+  let inside = lane < next;
+  let tile = select(0u, next - 1u - lane, inside);
+  var status = select(vec2u(FLAG_PREFIX, 0u), tile_status(tile), inside);
+  for (var spin = 0u; spin < SPINS; spin++) {
+    if (subgroupAll(status.x != 0u)) { break; }
+    let fresh = select(vec2u(FLAG_PREFIX, 0u), tile_status(tile), inside);
+    status = select(status, fresh, status.x == 0u);
+  }
+  return status;
+}
+
 // The sum of every tile before `tile` (> 0), by one subgroup: lane l reads the l-th predecessor
 // not yet accounted for; the lanes' values are added up to the nearest published prefix (done) or
 // unpublished tile (read again, then reduced here).
@@ -278,8 +292,7 @@ fn look_back(tile: u32, lane: u32, lanes: u32) -> u32 {
   var prefix = 0u;
   var next = tile;  // tiles before `next` are not accounted for yet
   loop {
-    var status = vec2u(FLAG_PREFIX, 0u);  // before tile 0: nothing
-    if (lane < next) { status = polled_status(next - 1u - lane); }
+    let status = polled_statuses(next, lane);
     let own_stop = 2u * lane + select(1u, 0u, status.x == FLAG_PREFIX);
     let stop = subgroupMin(select(LOOK_NONE, own_stop, status.x != FLAG_AGGREGATE));
     prefix += subgroupAdd(select(0u, status.y, 2u * lane <= stop));
