@@ -73,13 +73,6 @@ fn tile_status(tile: u32) -> vec2u {
   return vec2u(flag, (low & 0xffffu) | (high << 16u));
 }
 
-// A predecessor's status, polled while it is unpublished (flag 0 after SPINS polls).
-fn polled_status(tile: u32) -> vec2u {
-  var status = tile_status(tile);
-  for (var spin = 0u; spin < SPINS && status.x == 0u; spin++) { status = tile_status(tile); }
-  return status;
-}
-
 var<workgroup> claimed_tile: u32;  // with claim_tiles
 // The walk stops at the nearest predecessor that is not an aggregate, coded as
 // 2 * distance + (0 for a prefix, 1 for unpublished); LOOK_NONE: all were aggregates.
@@ -208,6 +201,13 @@ fn reduce_tile(tile: u32, local: u32) -> u32 {
   return workgroup_exclusive_scan(sum, local).y;
 }
 
+// A predecessor's status, polled while it is unpublished (flag 0 after SPINS polls).
+fn polled_status(tile: u32) -> vec2u {
+  var status = tile_status(tile);
+  for (var spin = 0u; spin < SPINS && status.x == 0u; spin++) { status = tile_status(tile); }
+  return status;
+}
+
 var<workgroup> look_stop: atomic<u32>;
 var<workgroup> look_sum: atomic<u32>;  // the values up to the stop
 var<workgroup> look_step: vec2u;
@@ -259,9 +259,9 @@ fn look_back(tile: u32, local: u32) -> u32 {
 // in the walk.
 const char* const kSubgroupLookBackWgsl = R"(var<workgroup> shared_prefix: u32;
 
-// The sum of a tile's items, from the input, by one subgroup.
-// A predecessor is a whole tile, a multiple of the subgroup's lanes, so every lane takes the same
-// number of steps and the subgroup is converged at subgroupAdd.
+// The sum of a predecessor's items, from the input, by one subgroup. A predecessor is a whole
+// tile, a multiple of the subgroup's lanes, so every lane takes the same steps and the subgroup
+// is converged at subgroupAdd.
 fn reduce_tile(tile: u32, lane: u32, lanes: u32) -> u32 {
   var sum = 0u;
   for (var v = tile * TILE_VECTORS + lane; v < (tile + 1u) * TILE_VECTORS; v += lanes) {
@@ -313,8 +313,7 @@ fn look_back(tile: u32, lane: u32, lanes: u32) -> u32 {
 }
 )";
 
-// The chain's clear pass, and the tile's steps after its scan: publish its sum, take its prefix
-// by look-back, store.
+// The pass that zeroes the chain before the single pass.
 std::string clear_entry_point(const ChainedScanShape& shape) {
   return "\n@compute @workgroup_size(WG)\nfn " + shape.name +
          "_clear(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,\n"
@@ -329,6 +328,8 @@ const char* const kPublishAggregate = R"(  if (local == 0u) {
   }
 )";
 
+// After publishing its sum, a tile takes its prefix by look-back and publishes that too (the last
+// tile also the scan's total); every invocation ends with the prefix.
 std::string look_back_and_publish(const ChainedScanShape& shape) {
   return shape.subgroups
              ? "  if (local < lanes) {\n"

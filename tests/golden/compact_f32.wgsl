@@ -92,13 +92,6 @@ fn tile_status(tile: u32) -> vec2u {
   return vec2u(flag, (low & 0xffffu) | (high << 16u));
 }
 
-// A predecessor's status, polled while it is unpublished (flag 0 after SPINS polls).
-fn polled_status(tile: u32) -> vec2u {
-  var status = tile_status(tile);
-  for (var spin = 0u; spin < SPINS && status.x == 0u; spin++) { status = tile_status(tile); }
-  return status;
-}
-
 var<workgroup> claimed_tile: u32;  // with claim_tiles
 // The walk stops at the nearest predecessor that is not an aggregate, coded as
 // 2 * distance + (0 for a prefix, 1 for unpublished); LOOK_NONE: all were aggregates.
@@ -113,6 +106,13 @@ fn reduce_tile(tile: u32, local: u32) -> u32 {
     if (v < vector_count()) { sum += sum4(scan_items(x[v], v * 4u)); }
   }
   return workgroup_exclusive_scan(sum, local).y;
+}
+
+// A predecessor's status, polled while it is unpublished (flag 0 after SPINS polls).
+fn polled_status(tile: u32) -> vec2u {
+  var status = tile_status(tile);
+  for (var spin = 0u; spin < SPINS && status.x == 0u; spin++) { status = tile_status(tile); }
+  return status;
 }
 
 var<workgroup> look_stop: atomic<u32>;
