@@ -14,6 +14,13 @@
 #   performance.sh sweep                     bandwidth against buffer size: the same copy-like
 #                                            kernel over N floats in buffers of N and of more
 #                                            floats, and bench's copy ceiling per size
+#   performance.sh given KERNEL SCHEDULE...  bench each schedule as given (k=v,...), with each
+#                                            pass's time, into given.txt: no search
+#   performance.sh certify COUNT KERNEL SCHEDULE...
+#                                            certify each schedule COUNT times with fresh seeds;
+#                                            one line per schedule in certify.txt, and the first
+#                                            line of each failure in certify-failures.txt
+# Outputs begin with the build's commit (build/release/BUILD_COMMIT, written by prepare.sh).
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo_root"
@@ -21,6 +28,7 @@ source scripts/gpu-machine/vulkan-env.sh
 out="${OUT:-$repo_root/build/gpu-machine}"
 mkdir -p "$out"
 forge="build/release/src/wgsl-forge --cache build/gpu-cache"
+build="build $(cat build/release/BUILD_COMMIT 2>/dev/null || echo unknown)"
 tune_all() {
   local budget="${1:-8}" limit="${2:-0}" start=$SECONDS kernel
   for kernel in $(build/release/src/wgsl-forge kernels --json | python3 -c \
@@ -65,10 +73,39 @@ sweep() {
     done
   } 2>&1 | tee "$out/sweep.txt"
 }
+given() {
+  local kernel="$1" schedule
+  shift
+  {
+    echo "$build"
+    for schedule in "$@"; do
+      echo "== $kernel $schedule"
+      $forge bench "$kernel" --schedule "$schedule" --passes --samples 20 || echo "exit $?"
+    done
+  } 2>&1 | tee -a "$out/given.txt"
+}
+certify_seeds() {
+  local count="$1" kernel="$2" schedule result failed i
+  shift 2
+  echo "$build" | tee -a "$out/certify.txt"
+  for schedule in "$@"; do
+    failed=0
+    for ((i = 0; i < count; i++)); do
+      if ! result=$($forge certify "$kernel" --schedule "$schedule" 2>&1); then
+        failed=$((failed + 1))
+        echo "$kernel $schedule: $(grep -m1 -E 'mismatch|failed|error' <<<"$result")" \
+          >>"$out/certify-failures.txt"
+      fi
+    done
+    echo "$kernel $schedule: $failed of $count certifications failed" | tee -a "$out/certify.txt"
+  done
+}
 case "${1:-bench}" in
   tune) tune_all "${2:-8}" "${3:-0}" ;;
   bench) bench ;;
   all) tune_all "${2:-8}" "${3:-0}" && bench ;;
   kernels) tune_some "$2" "${@:3}" && bench --passes "${@:3}" ;;
   sweep) sweep ;;
+  given) given "${@:2}" ;;
+  certify) certify_seeds "$2" "${@:3}" ;;
 esac

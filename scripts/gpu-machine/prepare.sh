@@ -7,6 +7,10 @@ repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo_root"
 
 bash scripts/setup.sh release
+# Which code the GPU machine runs, for the first line of its outputs ("+": uncommitted changes).
+commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+git diff --quiet HEAD 2>/dev/null || commit+="+"
+echo "$commit" > build/release/BUILD_COMMIT
 
 mkdir -p .gl /tmp/wgsl-forge-amd64-lists/partial
 apt_options=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64
