@@ -73,7 +73,6 @@ fn tile_status(tile: u32) -> vec2u {
   return vec2u(flag, (low & 0xffffu) | (high << 16u));
 }
 
-var<workgroup> claimed_tile: u32;  // with claim_tiles
 // The walk stops at the nearest predecessor that is not an aggregate, coded as
 // 2 * distance + (0 for a prefix, 1 for unpublished); LOOK_NONE: all were aggregates.
 const LOOK_NONE: u32 = 0xffffffffu;
@@ -356,22 +355,21 @@ std::string look_back_and_publish(const ChainedScanShape& shape) {
 // workgroup's id, which saves the claim's round trip to memory and relies on workgroups starting
 // in order (as GPUs start them); a predecessor that has not started is reduced by the fallback.
 std::string single_pass_wgsl(const ChainedScanShape& shape) {
-  const std::string reset_look_back = shape.subgroups ? ""
-                                                      : "    atomicStore(&look_stop, LOOK_NONE);\n"
-                                                        "    atomicStore(&look_sum, 0u);\n";
   const std::string take_tile =
-      shape.claim_tiles
-          ? "  if (local == 0u) {\n"
-            "    claimed_tile = atomicAdd(&chain[0], 1u);\n" +
-                reset_look_back +
-                "  }\n"
-                "  let tile = workgroupUniformLoad(&claimed_tile);\n"
-          : "  let tile = linear_workgroup(workgroup, workgroups);\n" +
-                (reset_look_back.empty() ? ""
-                                         : "  if (local == 0u) {\n" + reset_look_back + "  }\n");
+      shape.claim_tiles ? "  if (local == 0u) { claimed_tile = atomicAdd(&chain[0], 1u); }\n"
+                          "  let tile = workgroupUniformLoad(&claimed_tile);\n"
+                        : "  let tile = linear_workgroup(workgroup, workgroups);\n";
+  // The workgroup's look-back keeps its state in workgroup memory, ready before the scan's
+  // barriers.
+  const std::string reset_look_back = shape.subgroups ? ""
+                                                      : "  if (local == 0u) {\n"
+                                                        "    atomicStore(&look_stop, LOOK_NONE);\n"
+                                                        "    atomicStore(&look_sum, 0u);\n"
+                                                        "  }\n";
   return chain_constants() + kChainWgsl +
          (shape.subgroups ? std::string(kSubgroupLookBackWgsl) : workgroup_look_back_wgsl(shape)) +
-         clear_entry_point(shape) + entry_point(shape, "tiles") + take_tile +
+         (shape.claim_tiles ? "var<workgroup> claimed_tile: u32;\n" : "") +
+         clear_entry_point(shape) + entry_point(shape, "tiles") + take_tile + reset_look_back +
          "  if (tile >= params.tiles) { return; }  // a grid rounded up past the tiles\n"
          "  var raw = load_tile(tile, local, lane, lanes);\n" +
          scan_tile(shape) + kPublishAggregate + look_back_and_publish(shape) + kStoreTile + "}\n";

@@ -92,7 +92,6 @@ fn tile_status(tile: u32) -> vec2u {
   return vec2u(flag, (low & 0xffffu) | (high << 16u));
 }
 
-var<workgroup> claimed_tile: u32;  // with claim_tiles
 // The walk stops at the nearest predecessor that is not an aggregate, coded as
 // 2 * distance + (0 for a prefix, 1 for unpublished); LOOK_NONE: all were aggregates.
 const LOOK_NONE: u32 = 0xffffffffu;
@@ -159,6 +158,7 @@ fn look_back(tile: u32, local: u32) -> u32 {
   }
   return prefix;
 }
+var<workgroup> claimed_tile: u32;
 
 @compute @workgroup_size(WG)
 fn compact_clear(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
@@ -172,12 +172,12 @@ fn compact_tiles(@builtin(workgroup_id) workgroup: vec3u, @builtin(num_workgroup
     @builtin(local_invocation_index) local: u32) {
   let lane = 0u;
   let lanes = 1u;
+  if (local == 0u) { claimed_tile = atomicAdd(&chain[0], 1u); }
+  let tile = workgroupUniformLoad(&claimed_tile);
   if (local == 0u) {
-    claimed_tile = atomicAdd(&chain[0], 1u);
     atomicStore(&look_stop, LOOK_NONE);
     atomicStore(&look_sum, 0u);
   }
-  let tile = workgroupUniformLoad(&claimed_tile);
   if (tile >= params.tiles) { return; }  // a grid rounded up past the tiles
   var raw = load_tile(tile, local, lane, lanes);
   var offsets = array<u32, VECTORS>();
