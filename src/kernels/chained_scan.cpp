@@ -156,14 +156,26 @@ const char* const kLoadTileWgsl =
 }
 )";
 
-const char* const kStoreTile = R"(  for (var k = 0u; k < VECTORS; k++) {
+// Each vector's items stored (scan_store). A tile that stores before its look-back (shape
+// stage_tile) knows only offsets within the tile, so its prefix is 0 there; scan_finish_tile,
+// after the look-back, then moves the staged tile out.
+const char* const kStoreVectors = R"(  for (var k = 0u; k < VECTORS; k++) {
     let v = tile_vector(tile, local, lane, lanes, k);
     if (v < vector_count()) {
-      scan_store(v, raw[k], scan_items(raw[k], v * 4u), prefix, before + offsets[k]);
+      scan_store(v, raw[k], scan_items(raw[k], v * 4u), store_prefix, before + offsets[k]);
     }
   }
-  scan_finish_tile(prefix, tile_total, local);
 )";
+
+std::string stage_tile(const ChainedScanShape& shape) {
+  return shape.stage_tile ? std::string("  let store_prefix = 0u;\n") + kStoreVectors : "";
+}
+
+std::string store_tile(const ChainedScanShape& shape) {
+  return (shape.stage_tile ? std::string()
+                           : "  let store_prefix = prefix;\n" + std::string(kStoreVectors)) +
+         "  scan_finish_tile(prefix, tile_total, local);\n";
+}
 
 // An entry point's signature and the lanes it works in.
 std::string entry_point(const ChainedScanShape& shape, const std::string& suffix) {
@@ -372,7 +384,8 @@ std::string single_pass_wgsl(const ChainedScanShape& shape) {
          clear_entry_point(shape) + entry_point(shape, "tiles") + take_tile + reset_look_back +
          "  if (tile >= params.tiles) { return; }  // a grid rounded up past the tiles\n"
          "  var raw = load_tile(tile, local, lane, lanes);\n" +
-         scan_tile(shape) + kPublishAggregate + look_back_and_publish(shape) + kStoreTile + "}\n";
+         scan_tile(shape) + stage_tile(shape) + kPublishAggregate + look_back_and_publish(shape) +
+         store_tile(shape) + "}\n";
 }
 
 // passes = 3 (reduce-then-scan): each tile's sum to chain[1 + tile]; one workgroup scans the
@@ -408,7 +421,8 @@ fn )" + shape.name +
          "  let tile = linear_workgroup(workgroup, workgroups);\n"
          "  if (tile >= params.tiles) { return; }\n"
          "  var raw = load_tile(tile, local, lane, lanes);\n" +
-         scan_tile(shape) + "  let prefix = chain[1u + tile];\n" + kStoreTile + "}\n";
+         scan_tile(shape) + stage_tile(shape) + "  let prefix = chain[1u + tile];\n" +
+         store_tile(shape) + "}\n";
 }
 
 }  // namespace

@@ -3,14 +3,14 @@
 // Stream compaction as a chained scan over keep-flags (chained_scan.cpp, whose knobs it shares:
 // one pass or three, with or without subgroups): each workgroup counts its tile's kept elements,
 // takes its offset (by decoupled look-back, or from the scanned tile sums) and stores
-// them (gathered in workgroup memory first, for coalesced stores, when stage_kept is 1); the
-// scan's total is the count. Values move as raw bits, and the comparison uses
-// order-preserving integer keys, so results are exact whatever the adapter does with subnormals.
+// them; the scan's total is the count. With stage_kept 1 the tile's kept values gather in
+// workgroup memory before the look-back, in order, and go out in coalesced stores after it.
+// Values move as raw bits, and the comparison uses order-preserving integer keys (kept_keys),
+// so results are exact whatever the adapter does with subnormals.
 // Semantics: IEEE `>` (so -0 > +0 is false); NaN is never kept; a NaN threshold keeps nothing.
 // Knobs: workgroup_size, vectors_per_invocation (vec4 each), use_subgroups, look_back_window,
 // passes, claim_tiles, stage_kept (staging costs workgroup memory, hence resident tiles,
-// and a barrier; on the H200 it won with blocked tiles and lost with subgroups, so the tuner
-// decides).
+// and a barrier, and frees the tile's registers during the look-back; the tuner decides).
 //
 // Oracle: the sequential filter; the count and the first `count` outputs must match bit for bit
 // (the rest of y is unspecified). Bytes moved: 6 n (4 n read, 4 bytes per kept element, counted
@@ -33,7 +33,23 @@ std::uint32_t order_key(float value) {
 
 bool kept(float value, float threshold) { return value > threshold; }
 
-// The tile's kept values gather in workgroup memory, so that they go out in coalesced stores.
+// The kernel keeps x when key - low < span (unsigned), key being x's bits with the sign bit
+// flipped, or all bits flipped when it is set: the keys above the threshold's, up to +inf's.
+// -0's key is one below +0's; a -0 threshold takes +0's, so that -0 and +0 compare alike. NaN
+// keys lie beyond the infinities, so a NaN is never kept, and a NaN threshold keeps nothing.
+struct KeptKeys {
+  std::uint32_t low;
+  std::uint32_t span;
+};
+KeptKeys kept_keys(float threshold) {
+  constexpr std::uint32_t kInfinityKey = 0xff800000u;
+  if (std::isnan(threshold)) return {0, 0};
+  const std::uint32_t key = order_key(threshold);
+  return {key + 1, key < kInfinityKey ? kInfinityKey - key : 0};
+}
+
+// The tile's kept values gather in workgroup memory before the look-back (offsets within the
+// tile), so that they go out in coalesced stores after it.
 const char* const kStagedStoreWgsl =
     R"(var<workgroup> staged: array<u32, TILE_VECTORS * 4u>;
 fn scan_store(v: u32, raw: vec4u, items: vec4u, tile_prefix: u32, offset: u32) {
@@ -64,7 +80,7 @@ fn scan_finish_tile(tile_prefix: u32, tile_total: u32, local: u32) {}
 class CompactF32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "compact_f32"; }
-  std::uint32_t revision() const override { return 4; }
+  std::uint32_t revision() const override { return 5; }
   std::string_view summary() const override {
     return "the x[i] > threshold, in input order, and their count";
   }
@@ -107,19 +123,16 @@ class CompactF32 final : public KernelDefinition {
   std::string generate_wgsl(const Schedule& schedule) const override {
     return chained_scan_wgsl(
         shape(schedule),
-        "struct Params { n: u32, tiles: u32, threshold_key: u32 }\n"
+        "struct Params { n: u32, tiles: u32, keep_low: u32, keep_span: u32 }\n"
         "@group(0) @binding(0) var<uniform> params: Params;\n"
         "@group(0) @binding(1) var<storage, read> x: array<vec4u>;\n"
         "@group(0) @binding(2) var<storage, read_write> y: array<u32>;\n"
         "@group(0) @binding(3) var<storage, read_write> chain: array<ChainWord>;\n"
         "@group(0) @binding(4) var<storage, read_write> count: array<u32>;\n\n"
-        "fn keep(bits: u32) -> bool {  // no branch: see chained_scan_wgsl's scan_items\n"
-        "  let b = select(bits, 0u, bits == 0x80000000u);\n"
-        "  let key = select(b | 0x80000000u, ~b, (b & 0x80000000u) != 0u);\n"
-        "  return ((bits & 0x7fffffffu) <= 0x7f800000u) & (key > params.threshold_key);\n"
-        "}\n"
-        "fn scan_items(raw: vec4u, first: u32) -> vec4u {\n"
-        "  let kept = vec4<bool>(keep(raw.x), keep(raw.y), keep(raw.z), keep(raw.w));\n"
+        "fn scan_items(raw: vec4u, first: u32) -> vec4u {  // no branch: see scan_items\n"
+        "  let key = raw ^ (bitcast<vec4u>(bitcast<vec4i>(raw) >> vec4u(31u)) | "
+        "vec4u(0x80000000u));\n"
+        "  let kept = key - vec4u(params.keep_low) < vec4u(params.keep_span);\n"
         "  let inside = first + vec4u(0u, 1u, 2u, 3u) < vec4u(params.n);\n"
         "  return select(vec4u(0u), vec4u(1u), kept & inside);\n"
         "}\n" +
@@ -131,9 +144,7 @@ class CompactF32 final : public KernelDefinition {
                             const DeviceCapabilities&) const override {
     const std::uint64_t n = problem.elements;
     const std::uint64_t tiles = chained_scan_tiles(n, shape(schedule));
-    // A NaN threshold keeps nothing: no key is above the largest one.
-    const std::uint32_t threshold_key =
-        std::isnan(problem.threshold) ? 0xffffffffu : order_key(problem.threshold);
+    const KeptKeys keys = kept_keys(problem.threshold);
     DispatchPlan plan;
     plan.buffers = {{"x", vec4_buffer_bytes(n), BufferRole::kInput},
                     {"y", std::max<std::uint64_t>(4, n * 4), BufferRole::kOutput},
@@ -141,7 +152,7 @@ class CompactF32 final : public KernelDefinition {
                     {"chain", (1 + 2 * tiles) * 4, BufferRole::kScratch}};
     plan.passes = chained_scan_passes(
         shape(schedule), tiles, {{1, "x"}, {2, "y"}, {3, "chain"}, {4, "count"}},
-        {static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(tiles), threshold_key});
+        {static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(tiles), keys.low, keys.span});
     return plan;
   }
 
@@ -197,7 +208,8 @@ class CompactF32 final : public KernelDefinition {
             knob(schedule, "use_subgroups") == 1,
             knob(schedule, "look_back_window"),
             knob(schedule, "passes"),
-            knob(schedule, "claim_tiles") == 1};
+            knob(schedule, "claim_tiles") == 1,
+            knob(schedule, "stage_kept") == 1};
   }
 };
 

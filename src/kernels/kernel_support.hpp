@@ -125,6 +125,10 @@ struct ChainedScanShape {
   // tile's loads), or the workgroup's id (relying on workgroups starting in order, else on the
   // look-back's fallback).
   bool claim_tiles = true;
+  // Whether the tile's items are stored (scan_store, tile_prefix 0) before its look-back, into
+  // workgroup memory that scan_finish_tile moves out after it: the tile's values then need no
+  // registers while the tile waits for its prefix.
+  bool stage_tile = false;
 };
 
 // The whole WGSL module. `declarations` must define the uniform `params` with fields n (elements)
@@ -138,7 +142,8 @@ struct ChainedScanShape {
 //   fn scan_store(v: u32, raw: vec4u, items: vec4u, tile_prefix: u32, offset: u32)
 //                                                     vector v, whose first element's exclusive
 //                                                     prefix is tile_prefix + offset (offset:
-//                                                     within the tile);
+//                                                     within the tile; tile_prefix is 0 when
+//                                                     the shape stages the tile);
 //   fn scan_finish_tile(tile_prefix: u32, tile_total: u32, local: u32)
 //                                                     called by every invocation after its
 //                                                     stores, in uniform control flow (it may

@@ -5,7 +5,8 @@
 // submission, none waiting on another workgroup (safe without forward-progress guarantees):
 //   digit_count    each tile (workgroup_size * keys_per_invocation consecutive keys) counts its
 //                  digits into counts[digit * tiles + tile] (digit-major, so one scan gives every
-//                  offset);
+//                  offset), with one workgroup atomic per key, or, with subgroups and up to 4
+//                  digit bits, in registers and then one atomic per digit and subgroup;
 //   counts_reduce, counts_spine, counts_apply
 //                  an exclusive reduce-then-scan of the counts;
 //   scatter        each tile ranks its keys stably and writes them, with their values, to
@@ -55,7 +56,7 @@ class RadixSort final : public KernelDefinition {
   std::string_view id() const override {
     return pairs_ ? "radix_sort_pairs_u32" : "radix_sort_u32";
   }
-  std::uint32_t revision() const override { return 2; }
+  std::uint32_t revision() const override { return 3; }
   std::string_view summary() const override {
     return pairs_ ? "stable ascending sort of u32 keys carrying u32 values"
                   : "ascending sort of u32 keys";
@@ -209,7 +210,7 @@ std::uint64_t RadixSort::workgroup_bytes(const Schedule& schedule) const {
   if (knob(schedule, "use_subgroups") == 0) return count + scan + 4 * digits * (wg + 1);
   const std::uint64_t tile = wg * knob(schedule, "keys_per_invocation");
   const std::uint64_t counters = subgroup_counter_words(schedule);
-  return count + scan + 4 * std::max(counters, tile) + 4 * digits + (pairs_ ? 4 * tile : 0);
+  return count + scan + 4 * std::max(counters, tile) + 8 * digits + (pairs_ ? 4 * tile : 0);
 }
 
 Status RadixSort::check_resources(const Schedule& schedule,
@@ -239,6 +240,62 @@ Status RadixSort::check_resources(const Schedule& schedule,
   }
   return Ok{};
 }
+
+// digit_count, one atomic per key into the tile's counters.
+const char* const kAtomicDigitCountWgsl = R"(@compute @workgroup_size(WG)
+fn digit_count(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+               @builtin(local_invocation_index) local: u32) {
+  let tile = linear_workgroup(group, groups);
+  for (var d = local; d < DIGITS; d += WG) { atomicStore(&tile_counts[d], 0u); }
+  workgroupBarrier();
+  let first = tile * (WG * KPI) + local;
+  for (var item = 0u; item < KPI; item++) {
+    let i = first + item * WG;
+    if (i < params.n) { atomicAdd(&tile_counts[digit(keys_in[i])], 1u); }
+  }
+  workgroupBarrier();
+  if (tile >= params.tiles) { return; }
+  for (var d = local; d < DIGITS; d += WG) {
+    counts[d * params.tiles + tile] = atomicLoad(&tile_counts[d]);
+  }
+}
+)";
+
+// digit_count for up to 16 digits with subgroups: an invocation loads all its keys first, counts
+// them in byte counters in registers (digit d in byte d % 4 of word d / 4; at most 16 keys
+// each), and each subgroup adds its counters in 16-bit halves (at most 128 lanes x 16 keys)
+// and then into the tile's, one atomic per digit instead of one per key.
+const char* const kPackedDigitCountWgsl = R"(@compute @workgroup_size(WG)
+fn digit_count(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+               @builtin(local_invocation_index) local: u32,
+               @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) sg: u32) {
+  let tile = linear_workgroup(group, groups);
+  for (var d = local; d < DIGITS; d += WG) { atomicStore(&tile_counts[d], 0u); }
+  let first = tile * (WG * KPI) + local;
+  let last = max(params.n, 1u) - 1u;
+  var keys = array<u32, KPI>();
+  for (var item = 0u; item < KPI; item++) { keys[item] = keys_in[min(first + item * WG, last)]; }
+  var packed = vec4u(0u);
+  for (var item = 0u; item < KPI; item++) {
+    let d = digit(keys[item]);
+    let one = select(0u, 1u << (8u * (d & 3u)), first + item * WG < params.n);
+    packed += select(vec4u(0u), vec4u(one), vec4u(d / 4u) == vec4u(0u, 1u, 2u, 3u));
+  }
+  let even_bytes = subgroupAdd(packed & vec4u(0x00ff00ffu));  // bytes 0 and 2 of each word
+  let odd_bytes = subgroupAdd((packed >> vec4u(8u)) & vec4u(0x00ff00ffu));  // bytes 1 and 3
+  workgroupBarrier();
+  for (var d = lane; d < DIGITS; d += sg) {
+    let halves = select(even_bytes[d / 4u], odd_bytes[d / 4u], (d & 1u) == 1u);
+    let count = (halves >> (16u * ((d / 2u) & 1u))) & 0xffffu;
+    if (count != 0u) { atomicAdd(&tile_counts[d], count); }
+  }
+  workgroupBarrier();
+  if (tile >= params.tiles) { return; }
+  for (var d = local; d < DIGITS; d += WG) {
+    counts[d * params.tiles + tile] = atomicLoad(&tile_counts[d]);
+  }
+}
+)";
 
 std::string RadixSort::generate_wgsl(const Schedule& schedule) const {
   const std::uint32_t wg_value = knob(schedule, "workgroup_size");
@@ -274,25 +331,8 @@ std::string RadixSort::generate_wgsl(const Schedule& schedule) const {
           "fn scan_total(total: u32) {}\n\n" +
           workgroup_scan_wgsl(wg_value) +
           reduce_then_scan_wgsl("counts", wg_value, kCountScanItems) +
-          "\nvar<workgroup> tile_counts: array<atomic<u32>, DIGITS>;\n"
-          "@compute @workgroup_size(WG)\n"
-          "fn digit_count(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: "
-          "vec3u,\n"
-          "               @builtin(local_invocation_index) local: u32) {\n"
-          "  let tile = linear_workgroup(group, groups);\n"
-          "  for (var d = local; d < DIGITS; d += WG) { atomicStore(&tile_counts[d], 0u); }\n"
-          "  workgroupBarrier();\n"
-          "  let first = tile * (WG * KPI) + local;\n"
-          "  for (var item = 0u; item < KPI; item++) {\n"
-          "    let i = first + item * WG;\n"
-          "    if (i < params.n) { atomicAdd(&tile_counts[digit(keys_in[i])], 1u); }\n"
-          "  }\n"
-          "  workgroupBarrier();\n"
-          "  if (tile >= params.tiles) { return; }\n"
-          "  for (var d = local; d < DIGITS; d += WG) {\n"
-          "    counts[d * params.tiles + tile] = atomicLoad(&tile_counts[d]);\n"
-          "  }\n"
-          "}\n";
+          "\nvar<workgroup> tile_counts: array<atomic<u32>, DIGITS>;\n";
+  wgsl += subgroups && digits_value <= 16 ? kPackedDigitCountWgsl : kAtomicDigitCountWgsl;
   return wgsl + (subgroups ? subgroup_ranked_scatter_wgsl(schedule)
                            : invocation_ranked_scatter_wgsl(schedule));
 }
@@ -375,7 +415,9 @@ std::string RadixSort::subgroup_ranked_scatter_wgsl(const Schedule& schedule) co
       "var<workgroup> ranked: array<atomic<u32>, " +
       std::to_string(std::max(counter_words, tile)) +
       ">;\n"
-      "var<workgroup> digit_base: array<u32, DIGITS>;\n" +
+      "var<workgroup> digit_base: array<u32, DIGITS>;\n"
+      "var<workgroup> tile_start: array<u32, DIGITS>;  // the tile's first output place per "
+      "digit\n" +
       std::string(pairs_
                       ? "var<workgroup> ranked_values: array<u32, " + std::to_string(tile) + ">;\n"
                       : "") +
@@ -431,20 +473,24 @@ std::string RadixSort::subgroup_ranked_scatter_wgsl(const Schedule& schedule) co
       "  let subgroup = local / sg;\n"
       "  for (var w = local; w < COUNTER_WORDS; w += WG) { atomicStore(&ranked[w], 0u); }\n"
       "  workgroupBarrier();\n"
+      // The tile's output bases are read now, so that their latency passes during the ranking.
+      "  for (var d = local; d < DIGITS; d += WG) { tile_start[d] = counts[d * params.tiles + "
+      "tile]; }\n"
       "  let run = tile * (WG * KPI) + subgroup * sg * KPI;\n"
       "  let below = lanes_below(lane);\n"
+      // Every key is loaded before the ranking, clamped and selected rather than guarded by a
+      // branch: ballots follow.
+      "  let last = params.n - 1u;  // a tile exists, so n > 0\n"
       "  var keys = array<u32, KPI>();\n" +
       std::string(pairs_ ? "  var values = array<u32, KPI>();\n" : "") +
-      "  var places = array<u32, KPI>();  // rank among the subgroup's keys of the same digit\n"
       "  for (var j = 0u; j < KPI; j++) {\n"
       "    let i = run + j * sg + lane;\n"
-      "    var key = 0xffffffffu;\n"
-      "    if (i < params.n) {\n"
-      "      key = keys_in[i];\n" +
-      std::string(pairs_ ? "      values[j] = values_in[i];\n" : "") +
-      "    }\n"
-      "    keys[j] = key;\n"
-      "    let d = digit(key);\n"
+      "    keys[j] = select(0xffffffffu, keys_in[min(i, last)], i < params.n);\n" +
+      std::string(pairs_ ? "    values[j] = values_in[min(i, last)];\n" : "") +
+      "  }\n"
+      "  var places = array<u32, KPI>();  // rank among the subgroup's keys of the same digit\n"
+      "  for (var j = 0u; j < KPI; j++) {\n"
+      "    let d = digit(keys[j]);\n"
       "    var rank = 0u;\n"
       "    var peers = 0u;\n"
       "    var leader = 0u;\n"
@@ -506,7 +552,7 @@ std::string RadixSort::subgroup_ranked_scatter_wgsl(const Schedule& schedule) co
       std::string(pairs_ ? "    ranked_values[places[j]] = values[j];\n" : "") +
       "  }\n"
       "  for (var d = local; d < DIGITS; d += WG) {\n"
-      "    digit_base[d] = counts[d * params.tiles + tile] - digit_base[d];\n"
+      "    digit_base[d] = tile_start[d] - digit_base[d];\n"
       "  }\n"
       "  workgroupBarrier();\n"
       "  let valid = min(WG * KPI, params.n - tile * (WG * KPI));\n"

@@ -4,20 +4,16 @@ fn linear_workgroup(id: vec3u, count: vec3u) -> u32 {
 }
 
 alias ChainWord = atomic<u32>;
-struct Params { n: u32, tiles: u32, threshold_key: u32 }
+struct Params { n: u32, tiles: u32, keep_low: u32, keep_span: u32 }
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> x: array<vec4u>;
 @group(0) @binding(2) var<storage, read_write> y: array<u32>;
 @group(0) @binding(3) var<storage, read_write> chain: array<ChainWord>;
 @group(0) @binding(4) var<storage, read_write> count: array<u32>;
 
-fn keep(bits: u32) -> bool {  // no branch: see chained_scan_wgsl's scan_items
-  let b = select(bits, 0u, bits == 0x80000000u);
-  let key = select(b | 0x80000000u, ~b, (b & 0x80000000u) != 0u);
-  return ((bits & 0x7fffffffu) <= 0x7f800000u) & (key > params.threshold_key);
-}
-fn scan_items(raw: vec4u, first: u32) -> vec4u {
-  let kept = vec4<bool>(keep(raw.x), keep(raw.y), keep(raw.z), keep(raw.w));
+fn scan_items(raw: vec4u, first: u32) -> vec4u {  // no branch: see scan_items
+  let key = raw ^ (bitcast<vec4u>(bitcast<vec4i>(raw) >> vec4u(31u)) | vec4u(0x80000000u));
+  let kept = key - vec4u(params.keep_low) < vec4u(params.keep_span);
   let inside = first + vec4u(0u, 1u, 2u, 3u) < vec4u(params.n);
   return select(vec4u(0u), vec4u(1u), kept & inside);
 }
@@ -190,6 +186,13 @@ fn compact_tiles(@builtin(workgroup_id) workgroup: vec3u, @builtin(num_workgroup
   let scanned = workgroup_exclusive_scan(sum, local);
   let before = scanned.x;
   let tile_total = scanned.y;
+  let store_prefix = 0u;
+  for (var k = 0u; k < VECTORS; k++) {
+    let v = tile_vector(tile, local, lane, lanes, k);
+    if (v < vector_count()) {
+      scan_store(v, raw[k], scan_items(raw[k], v * 4u), store_prefix, before + offsets[k]);
+    }
+  }
   if (local == 0u) {
     publish(tile, select(FLAG_AGGREGATE, FLAG_PREFIX, tile == 0u), tile_total);
   }
@@ -198,12 +201,6 @@ fn compact_tiles(@builtin(workgroup_id) workgroup: vec3u, @builtin(num_workgroup
   if (local == 0u) {
     if (tile != 0u) { publish(tile, FLAG_PREFIX, prefix + tile_total); }
     if (tile + 1u == params.tiles) { scan_total(prefix + tile_total); }
-  }
-  for (var k = 0u; k < VECTORS; k++) {
-    let v = tile_vector(tile, local, lane, lanes, k);
-    if (v < vector_count()) {
-      scan_store(v, raw[k], scan_items(raw[k], v * 4u), prefix, before + offsets[k]);
-    }
   }
   scan_finish_tile(prefix, tile_total, local);
 }
