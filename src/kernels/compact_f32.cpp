@@ -209,7 +209,8 @@ class CompactF32 final : public KernelDefinition {
             knob(schedule, "look_back_window"),
             knob(schedule, "passes"),
             knob(schedule, "claim_tiles") == 1,
-            knob(schedule, "stage_kept") == 1};
+            knob(schedule, "stage_kept") == 1,
+            /*flag_items=*/true};
   }
 };
 

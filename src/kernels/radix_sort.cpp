@@ -210,7 +210,9 @@ std::uint64_t RadixSort::workgroup_bytes(const Schedule& schedule) const {
   if (knob(schedule, "use_subgroups") == 0) return count + scan + 4 * digits * (wg + 1);
   const std::uint64_t tile = wg * knob(schedule, "keys_per_invocation");
   const std::uint64_t counters = subgroup_counter_words(schedule);
-  return count + scan + 4 * std::max(counters, tile) + 8 * digits + (pairs_ ? 4 * tile : 0);
+  const std::uint64_t digit_group_sums = 4 * (wg / kMinSubgroup);
+  return count + scan + 4 * std::max(counters, tile) + 8 * digits + digit_group_sums +
+         (pairs_ ? 4 * tile : 0);
 }
 
 Status RadixSort::check_resources(const Schedule& schedule,
@@ -261,25 +263,42 @@ fn digit_count(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) gro
 }
 )";
 
-// digit_count for up to 16 digits with subgroups: an invocation loads all its keys first, counts
-// them in byte counters in registers (digit d in byte d % 4 of word d / 4; at most 16 keys
-// each), and each subgroup adds its counters in 16-bit halves (at most 128 lanes x 16 keys)
-// and then into the tile's, one atomic per digit instead of one per key.
-const char* const kPackedDigitCountWgsl = R"(@compute @workgroup_size(WG)
+// digit_count for up to 16 digits with subgroups, in workgroups of 64 invocations whatever the
+// tile (so that each has many keys in flight: up to 128): an invocation counts its keys in byte
+// counters in registers (digit d in byte d % 4 of word d / 4), loading 16 at a time before
+// counting them, and each subgroup adds its counters in 16-bit halves (at most 64 lanes x 128
+// keys) and then into the tile's, one atomic per digit instead of one per key.
+constexpr std::uint32_t kPackedCountWorkgroup = 64;
+std::string packed_digit_count_wgsl(const Schedule& schedule) {
+  const std::uint32_t keys = knob(schedule, "workgroup_size") *
+                             knob(schedule, "keys_per_invocation") / kPackedCountWorkgroup;
+  return "const COUNT_WG: u32 = " + std::to_string(kPackedCountWorkgroup) +
+         "u;\n"
+         "const COUNT_KEYS: u32 = " +
+         std::to_string(keys) +
+         "u;  // keys per invocation\n"
+         "const COUNT_CHUNK: u32 = " +
+         std::to_string(std::min(keys, 16u)) + "u;  // keys loaded before they are counted\n" +
+         R"(@compute @workgroup_size(COUNT_WG)
 fn digit_count(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
                @builtin(local_invocation_index) local: u32,
                @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) sg: u32) {
   let tile = linear_workgroup(group, groups);
-  for (var d = local; d < DIGITS; d += WG) { atomicStore(&tile_counts[d], 0u); }
+  for (var d = local; d < DIGITS; d += COUNT_WG) { atomicStore(&tile_counts[d], 0u); }
   let first = tile * (WG * KPI) + local;
   let last = max(params.n, 1u) - 1u;
-  var keys = array<u32, KPI>();
-  for (var item = 0u; item < KPI; item++) { keys[item] = keys_in[min(first + item * WG, last)]; }
   var packed = vec4u(0u);
-  for (var item = 0u; item < KPI; item++) {
-    let d = digit(keys[item]);
-    let one = select(0u, 1u << (8u * (d & 3u)), first + item * WG < params.n);
-    packed += select(vec4u(0u), vec4u(one), vec4u(d / 4u) == vec4u(0u, 1u, 2u, 3u));
+  for (var chunk = 0u; chunk < COUNT_KEYS; chunk += COUNT_CHUNK) {
+    var keys = array<u32, COUNT_CHUNK>();
+    for (var item = 0u; item < COUNT_CHUNK; item++) {
+      keys[item] = keys_in[min(first + (chunk + item) * COUNT_WG, last)];
+    }
+    for (var item = 0u; item < COUNT_CHUNK; item++) {
+      let d = digit(keys[item]);
+      let inside = first + (chunk + item) * COUNT_WG < params.n;
+      let one = select(0u, 1u << (8u * (d & 3u)), inside);
+      packed += select(vec4u(0u), vec4u(one), vec4u(d / 4u) == vec4u(0u, 1u, 2u, 3u));
+    }
   }
   let even_bytes = subgroupAdd(packed & vec4u(0x00ff00ffu));  // bytes 0 and 2 of each word
   let odd_bytes = subgroupAdd((packed >> vec4u(8u)) & vec4u(0x00ff00ffu));  // bytes 1 and 3
@@ -291,11 +310,12 @@ fn digit_count(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) gro
   }
   workgroupBarrier();
   if (tile >= params.tiles) { return; }
-  for (var d = local; d < DIGITS; d += WG) {
+  for (var d = local; d < DIGITS; d += COUNT_WG) {
     counts[d * params.tiles + tile] = atomicLoad(&tile_counts[d]);
   }
 }
 )";
+}
 
 std::string RadixSort::generate_wgsl(const Schedule& schedule) const {
   const std::uint32_t wg_value = knob(schedule, "workgroup_size");
@@ -332,7 +352,8 @@ std::string RadixSort::generate_wgsl(const Schedule& schedule) const {
           workgroup_scan_wgsl(wg_value) +
           reduce_then_scan_wgsl("counts", wg_value, kCountScanItems) +
           "\nvar<workgroup> tile_counts: array<atomic<u32>, DIGITS>;\n";
-  wgsl += subgroups && digits_value <= 16 ? kPackedDigitCountWgsl : kAtomicDigitCountWgsl;
+  wgsl += subgroups && digits_value <= 16 ? packed_digit_count_wgsl(schedule)
+                                          : std::string(kAtomicDigitCountWgsl);
   return wgsl + (subgroups ? subgroup_ranked_scatter_wgsl(schedule)
                            : invocation_ranked_scatter_wgsl(schedule));
 }
@@ -416,6 +437,9 @@ std::string RadixSort::subgroup_ranked_scatter_wgsl(const Schedule& schedule) co
       std::to_string(std::max(counter_words, tile)) +
       ">;\n"
       "var<workgroup> digit_base: array<u32, DIGITS>;\n"
+      "var<workgroup> digit_group_sums: array<u32, " +
+      std::to_string(wg / kMinSubgroup) +
+      ">;  // the digits' sums per subgroup\n"
       "var<workgroup> tile_start: array<u32, DIGITS>;  // the tile's first output place per "
       "digit\n" +
       std::string(pairs_
@@ -527,12 +551,19 @@ std::string RadixSort::subgroup_ranked_scatter_wgsl(const Schedule& schedule) co
       "    digit_base[2u * q + 1u] = running >> 16u;\n"
       "  }\n"
       "  workgroupBarrier();\n"
-      // Exclusive scan over the digits: invocation t owns digits [t PER, t PER + PER).
+      // Exclusive scan over the digits: invocation t owns digits [t PER, t PER + PER). A subgroup
+      // scan and one barrier, where a workgroup scan takes 2 log2(WG) + 2; the sums are read by
+      // a select, not a branch, since a subgroup scan follows.
       "  var owned = 0u;\n"
-      "  if (local * PER < DIGITS) {\n"
-      "    for (var q = 0u; q < PER; q++) { owned += digit_base[local * PER + q]; }\n"
+      "  for (var q = 0u; q < PER; q++) {\n"
+      "    let d = local * PER + q;\n"
+      "    owned += select(0u, digit_base[min(d, DIGITS - 1u)], d < DIGITS);\n"
       "  }\n"
-      "  var start = workgroup_exclusive_scan(owned, local).x;\n"
+      "  var start = subgroupExclusiveAdd(owned);\n"
+      "  let subgroup_total = subgroupAdd(owned);\n"
+      "  if (lane == 0u) { digit_group_sums[subgroup] = subgroup_total; }\n"
+      "  workgroupBarrier();\n"
+      "  for (var w = 0u; w < subgroup; w++) { start += digit_group_sums[w]; }\n"
       "  if (local * PER < DIGITS) {\n"
       "    for (var q = 0u; q < PER; q++) {\n"
       "      let total = digit_base[local * PER + q];\n"
