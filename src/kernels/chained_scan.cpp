@@ -48,28 +48,6 @@ fn sum4(v: vec4u) -> u32 { return v.x + v.y + v.z + v.w; }
 
 )";
 
-// How the stores get each vector's items: kept as bits when they are flags (0 or 1), else
-// computed again from the vector.
-std::string item_flags_wgsl(const ChainedScanShape& shape) {
-  if (!shape.flag_items) {
-    return R"(const FLAG_WORDS: u32 = 1u;  // items are not kept
-fn keep_flags(flags: ptr<function, array<u32, FLAG_WORDS>>, k: u32, items: vec4u) {}
-fn stored_items(flags: ptr<function, array<u32, FLAG_WORDS>>, raw: vec4u, v: u32, k: u32) -> vec4u {
-  return scan_items(raw, v * 4u);
-}
-)";
-  }
-  return R"(const FLAG_WORDS: u32 = (VECTORS + 7u) / 8u;
-// Vector k's flags are bits 4 (k % 8) .. 4 (k % 8) + 3 of flags[k / 8].
-fn keep_flags(flags: ptr<function, array<u32, FLAG_WORDS>>, k: u32, items: vec4u) {
-  (*flags)[k / 8u] |= dot(items, vec4u(1u, 2u, 4u, 8u)) << (4u * (k % 8u));
-}
-fn stored_items(flags: ptr<function, array<u32, FLAG_WORDS>>, raw: vec4u, v: u32, k: u32) -> vec4u {
-  return (vec4u((*flags)[k / 8u] >> (4u * (k % 8u))) >> vec4u(0u, 1u, 2u, 3u)) & vec4u(1u);
-}
-)";
-}
-
 std::string chain_constants() {
   return "const SPINS: u32 = " + std::to_string(kSpins) +
          "u;\n"
@@ -104,8 +82,7 @@ const LOOK_NONE: u32 = 0xffffffffu;
 // an invocation's k-th vector, and a body (scan_tile) that scans the tile's vectors raw[k]
 // (load_tile's) and sets offsets[k] (the exclusive prefix of vector k's first item among the
 // invocation's group), before (the items of the groups before it) and tile_total. The items are
-// computed again when stored rather than kept (registers are what limits resident tiles), except
-// flags (shape flag_items), which are kept as bits, 4 per vector, in item_flags.
+// computed again when stored rather than kept: registers are what limits resident tiles.
 //
 // Without subgroups the tile is blocked: an invocation's vectors are consecutive, so one
 // workgroup scan of the invocations' sums serves them all (lane 0, lanes 1).
@@ -116,14 +93,11 @@ const char* const kBlockedTileWgsl =
 )";
 
 const char* const kBlockedScan = R"(  var offsets = array<u32, VECTORS>();
-  var item_flags = array<u32, FLAG_WORDS>();
   var sum = 0u;
   for (var k = 0u; k < VECTORS; k++) {
     let v = tile_vector(tile, local, lane, lanes, k);
     offsets[k] = sum;
-    let items = scan_items(raw[k], v * 4u);
-    sum += sum4(items);
-    keep_flags(&item_flags, k, items);
+    sum += sum4(scan_items(raw[k], v * 4u));
   }
   let scanned = workgroup_exclusive_scan(sum, local);
   let before = scanned.x;
@@ -145,13 +119,10 @@ std::string striped_tile_wgsl(const ChainedScanShape& shape) {
 }
 
 const char* const kStripedScan = R"(  var offsets = array<u32, VECTORS>();
-  var item_flags = array<u32, FLAG_WORDS>();
   var run_total = 0u;
   for (var k = 0u; k < VECTORS; k++) {
     let v = tile_vector(tile, local, lane, lanes, k);
-    let items = scan_items(raw[k], v * 4u);
-    keep_flags(&item_flags, k, items);
-    let sum = sum4(items);
+    let sum = sum4(scan_items(raw[k], v * 4u));
     let inclusive = subgroupInclusiveAdd(sum);
     offsets[k] = run_total + inclusive - sum;
     run_total += subgroupShuffle(inclusive, lanes - 1u);
@@ -191,8 +162,7 @@ const char* const kLoadTileWgsl =
 const char* const kStoreVectors = R"(  for (var k = 0u; k < VECTORS; k++) {
     let v = tile_vector(tile, local, lane, lanes, k);
     if (v < vector_count()) {
-      scan_store(v, raw[k], stored_items(&item_flags, raw[k], v, k), store_prefix,
-                 before + offsets[k]);
+      scan_store(v, raw[k], scan_items(raw[k], v * 4u), store_prefix, before + offsets[k]);
     }
   }
 )";
@@ -468,7 +438,7 @@ std::string chained_scan_wgsl(const ChainedScanShape& shape, const std::string& 
   const std::string chain_word =
       shape.passes == 3 ? "alias ChainWord = u32;\n" : "alias ChainWord = atomic<u32>;\n";
   return header + kLinearWorkgroupWgsl + "\n" + chain_word + declarations + "\n" +
-         constants(shape) + kCommonWgsl + item_flags_wgsl(shape) + workgroup_scan +
+         constants(shape) + kCommonWgsl + workgroup_scan +
          (shape.subgroups ? striped_tile_wgsl(shape) : std::string(kBlockedTileWgsl)) +
          kLoadTileWgsl + (shape.passes == 3 ? three_pass_wgsl(shape) : single_pass_wgsl(shape));
 }

@@ -209,8 +209,7 @@ class CompactF32 final : public KernelDefinition {
             knob(schedule, "look_back_window"),
             knob(schedule, "passes"),
             knob(schedule, "claim_tiles") == 1,
-            knob(schedule, "stage_kept") == 1,
-            /*flag_items=*/true};
+            knob(schedule, "stage_kept") == 1};
   }
 };
 

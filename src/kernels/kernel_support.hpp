@@ -129,9 +129,6 @@ struct ChainedScanShape {
   // workgroup memory that scan_finish_tile moves out after it: the tile's values then need no
   // registers while the tile waits for its prefix.
   bool stage_tile = false;
-  // Whether scan_items returns flags (each item 0 or 1): the scan then keeps them as bits for
-  // the stores, instead of calling scan_items again.
-  bool flag_items = false;
 };
 
 // The whole WGSL module. `declarations` must define the uniform `params` with fields n (elements)

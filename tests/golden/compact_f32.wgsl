@@ -39,14 +39,6 @@ fn vector_count() -> u32 { return (params.n + 3u) / 4u; }
 
 fn sum4(v: vec4u) -> u32 { return v.x + v.y + v.z + v.w; }
 
-const FLAG_WORDS: u32 = (VECTORS + 7u) / 8u;
-// Vector k's flags are bits 4 (k % 8) .. 4 (k % 8) + 3 of flags[k / 8].
-fn keep_flags(flags: ptr<function, array<u32, FLAG_WORDS>>, k: u32, items: vec4u) {
-  (*flags)[k / 8u] |= dot(items, vec4u(1u, 2u, 4u, 8u)) << (4u * (k % 8u));
-}
-fn stored_items(flags: ptr<function, array<u32, FLAG_WORDS>>, raw: vec4u, v: u32, k: u32) -> vec4u {
-  return (vec4u((*flags)[k / 8u] >> (4u * (k % 8u))) >> vec4u(0u, 1u, 2u, 3u)) & vec4u(1u);
-}
 var<workgroup> scan_scratch: array<u32, 256>;
 fn workgroup_exclusive_scan(value: u32, local: u32) -> vec2u {
   scan_scratch[local] = value;
@@ -185,14 +177,11 @@ fn compact_tiles(@builtin(workgroup_id) workgroup: vec3u, @builtin(num_workgroup
   if (tile >= params.tiles) { return; }  // a grid rounded up past the tiles
   var raw = load_tile(tile, local, lane, lanes);
   var offsets = array<u32, VECTORS>();
-  var item_flags = array<u32, FLAG_WORDS>();
   var sum = 0u;
   for (var k = 0u; k < VECTORS; k++) {
     let v = tile_vector(tile, local, lane, lanes, k);
     offsets[k] = sum;
-    let items = scan_items(raw[k], v * 4u);
-    sum += sum4(items);
-    keep_flags(&item_flags, k, items);
+    sum += sum4(scan_items(raw[k], v * 4u));
   }
   let scanned = workgroup_exclusive_scan(sum, local);
   let before = scanned.x;
@@ -201,8 +190,7 @@ fn compact_tiles(@builtin(workgroup_id) workgroup: vec3u, @builtin(num_workgroup
   for (var k = 0u; k < VECTORS; k++) {
     let v = tile_vector(tile, local, lane, lanes, k);
     if (v < vector_count()) {
-      scan_store(v, raw[k], stored_items(&item_flags, raw[k], v, k), store_prefix,
-                 before + offsets[k]);
+      scan_store(v, raw[k], scan_items(raw[k], v * 4u), store_prefix, before + offsets[k]);
     }
   }
   if (local == 0u) {

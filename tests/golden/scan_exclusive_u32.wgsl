@@ -28,11 +28,6 @@ fn vector_count() -> u32 { return (params.n + 3u) / 4u; }
 
 fn sum4(v: vec4u) -> u32 { return v.x + v.y + v.z + v.w; }
 
-const FLAG_WORDS: u32 = 1u;  // items are not kept
-fn keep_flags(flags: ptr<function, array<u32, FLAG_WORDS>>, k: u32, items: vec4u) {}
-fn stored_items(flags: ptr<function, array<u32, FLAG_WORDS>>, raw: vec4u, v: u32, k: u32) -> vec4u {
-  return scan_items(raw, v * 4u);
-}
 var<workgroup> scan_scratch: array<u32, 256>;
 fn workgroup_exclusive_scan(value: u32, local: u32) -> vec2u {
   scan_scratch[local] = value;
@@ -171,14 +166,11 @@ fn scan_tiles(@builtin(workgroup_id) workgroup: vec3u, @builtin(num_workgroups) 
   if (tile >= params.tiles) { return; }  // a grid rounded up past the tiles
   var raw = load_tile(tile, local, lane, lanes);
   var offsets = array<u32, VECTORS>();
-  var item_flags = array<u32, FLAG_WORDS>();
   var sum = 0u;
   for (var k = 0u; k < VECTORS; k++) {
     let v = tile_vector(tile, local, lane, lanes, k);
     offsets[k] = sum;
-    let items = scan_items(raw[k], v * 4u);
-    sum += sum4(items);
-    keep_flags(&item_flags, k, items);
+    sum += sum4(scan_items(raw[k], v * 4u));
   }
   let scanned = workgroup_exclusive_scan(sum, local);
   let before = scanned.x;
@@ -196,8 +188,7 @@ fn scan_tiles(@builtin(workgroup_id) workgroup: vec3u, @builtin(num_workgroups) 
   for (var k = 0u; k < VECTORS; k++) {
     let v = tile_vector(tile, local, lane, lanes, k);
     if (v < vector_count()) {
-      scan_store(v, raw[k], stored_items(&item_flags, raw[k], v, k), store_prefix,
-                 before + offsets[k]);
+      scan_store(v, raw[k], scan_items(raw[k], v * 4u), store_prefix, before + offsets[k]);
     }
   }
   scan_finish_tile(prefix, tile_total, local);
