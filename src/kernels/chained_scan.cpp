@@ -97,7 +97,7 @@ const char* const kBlockedScan = R"(  var offsets = array<u32, VECTORS>();
   for (var k = 0u; k < VECTORS; k++) {
     let v = tile_vector(tile, local, lane, lanes, k);
     offsets[k] = sum;
-    sum += sum4(scan_items(raw[k], v * 4u));
+    sum += sum4(scan_items(raw[k]));
   }
   let scanned = workgroup_exclusive_scan(sum, local);
   let before = scanned.x;
@@ -122,7 +122,7 @@ const char* const kStripedScan = R"(  var offsets = array<u32, VECTORS>();
   var run_total = 0u;
   for (var k = 0u; k < VECTORS; k++) {
     let v = tile_vector(tile, local, lane, lanes, k);
-    let sum = sum4(scan_items(raw[k], v * 4u));
+    let sum = sum4(scan_items(raw[k]));
     let inclusive = subgroupInclusiveAdd(sum);
     offsets[k] = run_total + inclusive - sum;
     run_total += subgroupShuffle(inclusive, lanes - 1u);
@@ -141,17 +141,21 @@ const char* const kStripedScan = R"(  var offsets = array<u32, VECTORS>();
   }
 )";
 
-// A tile's vectors (zero past the input), in the layout's order. The load is clamped and
-// selected rather than guarded by a branch: subgroup scans follow, and the H200's driver scanned
-// wrong sums after divergent control flow (compact_f32's keep() had an early return).
+// Vector v of the input, its elements at or past n replaced by PAD, so that scan_items needs no
+// bounds of its own (it runs twice per vector). The load is clamped and selected rather than
+// guarded by a branch: subgroup scans follow, and the H200's driver scanned wrong sums after
+// divergent control flow (compact_f32's keep() had an early return).
 const char* const kLoadTileWgsl =
-    R"(fn load_tile(tile: u32, local: u32, lane: u32, lanes: u32) -> array<vec4u, VECTORS> {
-  var raw = array<vec4u, VECTORS>();
+    R"(fn load_vector(v: u32) -> vec4u {
   let last = max(vector_count(), 1u) - 1u;  // x has at least one vector
-  for (var k = 0u; k < VECTORS; k++) {
-    let v = tile_vector(tile, local, lane, lanes, k);
-    raw[k] = select(vec4u(0u), x[min(v, last)], v < vector_count());
-  }
+  let inside = params.n - min(v * 4u, params.n);  // elements of vector v before n
+  return select(vec4u(PAD), x[min(v, last)], vec4u(0u, 1u, 2u, 3u) < vec4u(inside));
+}
+
+// A tile's vectors, in the layout's order.
+fn load_tile(tile: u32, local: u32, lane: u32, lanes: u32) -> array<vec4u, VECTORS> {
+  var raw = array<vec4u, VECTORS>();
+  for (var k = 0u; k < VECTORS; k++) { raw[k] = load_vector(tile_vector(tile, local, lane, lanes, k)); }
   return raw;
 }
 )";
@@ -162,7 +166,7 @@ const char* const kLoadTileWgsl =
 const char* const kStoreVectors = R"(  for (var k = 0u; k < VECTORS; k++) {
     let v = tile_vector(tile, local, lane, lanes, k);
     if (v < vector_count()) {
-      scan_store(v, raw[k], scan_items(raw[k], v * 4u), store_prefix, before + offsets[k]);
+      scan_store(v, raw[k], scan_items(raw[k]), store_prefix, before + offsets[k]);
     }
   }
 )";
@@ -207,7 +211,7 @@ fn reduce_tile(tile: u32, local: u32) -> u32 {
   var sum = 0u;
   for (var k = 0u; k < VECTORS; k++) {
     let v = tile_vector(tile, local, 0u, 1u, k);
-    if (v < vector_count()) { sum += sum4(scan_items(x[v], v * 4u)); }
+    sum += sum4(scan_items(load_vector(v)));
   }
   return workgroup_exclusive_scan(sum, local).y;
 }
@@ -276,7 +280,7 @@ const char* const kSubgroupLookBackWgsl = R"(var<workgroup> shared_prefix: u32;
 fn reduce_tile(tile: u32, lane: u32, lanes: u32) -> u32 {
   var sum = 0u;
   for (var v = tile * TILE_VECTORS + lane; v < (tile + 1u) * TILE_VECTORS; v += lanes) {
-    sum += sum4(scan_items(x[v], v * 4u));
+    sum += sum4(scan_items(load_vector(v)));
   }
   return subgroupAdd(sum);
 }

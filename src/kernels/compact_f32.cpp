@@ -129,12 +129,12 @@ class CompactF32 final : public KernelDefinition {
         "@group(0) @binding(2) var<storage, read_write> y: array<u32>;\n"
         "@group(0) @binding(3) var<storage, read_write> chain: array<ChainWord>;\n"
         "@group(0) @binding(4) var<storage, read_write> count: array<u32>;\n\n"
-        "fn scan_items(raw: vec4u, first: u32) -> vec4u {  // no branch: see scan_items\n"
+        "const PAD: u32 = 0x7fffffffu;  // a NaN, never kept\n"
+        "fn scan_items(raw: vec4u) -> vec4u {  // no branch: see scan_items\n"
         "  let key = raw ^ (bitcast<vec4u>(bitcast<vec4i>(raw) >> vec4u(31u)) | "
         "vec4u(0x80000000u));\n"
-        "  let kept = key - vec4u(params.keep_low) < vec4u(params.keep_span);\n"
-        "  let inside = first + vec4u(0u, 1u, 2u, 3u) < vec4u(params.n);\n"
-        "  return select(vec4u(0u), vec4u(1u), kept & inside);\n"
+        "  return select(vec4u(0u), vec4u(1u), key - vec4u(params.keep_low) < "
+        "vec4u(params.keep_span));\n"
         "}\n" +
             std::string(knob(schedule, "stage_kept") == 1 ? kStagedStoreWgsl : kDirectStoreWgsl) +
             "fn scan_total(total: u32) { count[0] = total; }\n");

@@ -134,8 +134,9 @@ struct ChainedScanShape {
 // The whole WGSL module. `declarations` must define the uniform `params` with fields n (elements)
 // and tiles (chained_scan_tiles), `x: array<vec4u>` (raw input, at least ceil(n / 4) vectors),
 // `chain: array<ChainWord>` (1 + 2 tiles words of scratch; ChainWord is defined here), and
-//   fn scan_items(raw: vec4u, first: u32) -> vec4u    the items of elements first .. first + 3
-//                                                     (0 for those at or past n), without
+//   const PAD: u32                                    the raw value of elements at or past n,
+//                                                     whose item must be 0;
+//   fn scan_items(raw: vec4u) -> vec4u                the items of four elements, without
 //                                                     branches: subgroup scans follow it, and
 //                                                     after a divergent early return in it the
 //                                                     H200's driver scanned wrong sums;

@@ -5,8 +5,7 @@
 // submission, none waiting on another workgroup (safe without forward-progress guarantees):
 //   digit_count    each tile (workgroup_size * keys_per_invocation consecutive keys) counts its
 //                  digits into counts[digit * tiles + tile] (digit-major, so one scan gives every
-//                  offset), with one workgroup atomic per key, or, with subgroups and up to 4
-//                  digit bits, in registers and then one atomic per digit and subgroup;
+//                  offset), in workgroups of 64 (see digit_count_wgsl);
 //   counts_reduce, counts_spine, counts_apply
 //                  an exclusive reduce-then-scan of the counts;
 //   scatter        each tile ranks its keys stably and writes them, with their values, to
@@ -243,56 +242,27 @@ Status RadixSort::check_resources(const Schedule& schedule,
   return Ok{};
 }
 
-// digit_count, one atomic per key into the tile's counters.
-const char* const kAtomicDigitCountWgsl = R"(@compute @workgroup_size(WG)
-fn digit_count(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
-               @builtin(local_invocation_index) local: u32) {
-  let tile = linear_workgroup(group, groups);
-  for (var d = local; d < DIGITS; d += WG) { atomicStore(&tile_counts[d], 0u); }
-  workgroupBarrier();
-  let first = tile * (WG * KPI) + local;
-  for (var item = 0u; item < KPI; item++) {
-    let i = first + item * WG;
-    if (i < params.n) { atomicAdd(&tile_counts[digit(keys_in[i])], 1u); }
+// digit_count runs in workgroups of 64 invocations whatever the tile, so that each has many keys
+// in flight (up to 128), loaded 16 at a time before they are counted. Keys are counted either
+// with one workgroup atomic each or, with subgroups and up to 16 digits, in byte counters in
+// registers (digit d in byte d % 4 of word d / 4), which each subgroup adds in 16-bit halves (at
+// most 64 lanes x 128 keys) and then into the tile's counters, one atomic per digit.
+constexpr std::uint32_t kCountWorkgroup = 64;
+
+const char* const kAtomicCountWgsl = R"(  workgroupBarrier();
+  for (var chunk = 0u; chunk < COUNT_KEYS; chunk += COUNT_CHUNK) {
+    let keys = load_count_chunk(first + chunk * COUNT_WG);
+    for (var item = 0u; item < COUNT_CHUNK; item++) {
+      if (first + (chunk + item) * COUNT_WG < params.n) {
+        atomicAdd(&tile_counts[digit(keys[item])], 1u);
+      }
+    }
   }
-  workgroupBarrier();
-  if (tile >= params.tiles) { return; }
-  for (var d = local; d < DIGITS; d += WG) {
-    counts[d * params.tiles + tile] = atomicLoad(&tile_counts[d]);
-  }
-}
 )";
 
-// digit_count for up to 16 digits with subgroups, in workgroups of 64 invocations whatever the
-// tile (so that each has many keys in flight: up to 128): an invocation counts its keys in byte
-// counters in registers (digit d in byte d % 4 of word d / 4), loading 16 at a time before
-// counting them, and each subgroup adds its counters in 16-bit halves (at most 64 lanes x 128
-// keys) and then into the tile's, one atomic per digit instead of one per key.
-constexpr std::uint32_t kPackedCountWorkgroup = 64;
-std::string packed_digit_count_wgsl(const Schedule& schedule) {
-  const std::uint32_t keys = knob(schedule, "workgroup_size") *
-                             knob(schedule, "keys_per_invocation") / kPackedCountWorkgroup;
-  return "const COUNT_WG: u32 = " + std::to_string(kPackedCountWorkgroup) +
-         "u;\n"
-         "const COUNT_KEYS: u32 = " +
-         std::to_string(keys) +
-         "u;  // keys per invocation\n"
-         "const COUNT_CHUNK: u32 = " +
-         std::to_string(std::min(keys, 16u)) + "u;  // keys loaded before they are counted\n" +
-         R"(@compute @workgroup_size(COUNT_WG)
-fn digit_count(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
-               @builtin(local_invocation_index) local: u32,
-               @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) sg: u32) {
-  let tile = linear_workgroup(group, groups);
-  for (var d = local; d < DIGITS; d += COUNT_WG) { atomicStore(&tile_counts[d], 0u); }
-  let first = tile * (WG * KPI) + local;
-  let last = max(params.n, 1u) - 1u;
-  var packed = vec4u(0u);
+const char* const kPackedCountWgsl = R"(  var packed = vec4u(0u);
   for (var chunk = 0u; chunk < COUNT_KEYS; chunk += COUNT_CHUNK) {
-    var keys = array<u32, COUNT_CHUNK>();
-    for (var item = 0u; item < COUNT_CHUNK; item++) {
-      keys[item] = keys_in[min(first + (chunk + item) * COUNT_WG, last)];
-    }
+    let keys = load_count_chunk(first + chunk * COUNT_WG);
     for (var item = 0u; item < COUNT_CHUNK; item++) {
       let d = digit(keys[item]);
       let inside = first + (chunk + item) * COUNT_WG < params.n;
@@ -308,13 +278,48 @@ fn digit_count(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) gro
     let count = (halves >> (16u * ((d / 2u) & 1u))) & 0xffffu;
     if (count != 0u) { atomicAdd(&tile_counts[d], count); }
   }
-  workgroupBarrier();
-  if (tile >= params.tiles) { return; }
-  for (var d = local; d < DIGITS; d += COUNT_WG) {
-    counts[d * params.tiles + tile] = atomicLoad(&tile_counts[d]);
-  }
-}
 )";
+
+std::string digit_count_wgsl(const Schedule& schedule, bool packed) {
+  const std::uint32_t keys =
+      knob(schedule, "workgroup_size") * knob(schedule, "keys_per_invocation") / kCountWorkgroup;
+  const std::string subgroup_builtins =
+      packed ? ",\n               @builtin(subgroup_invocation_id) lane: u32, "
+               "@builtin(subgroup_size) sg: u32"
+             : "";
+  return "const COUNT_WG: u32 = " + std::to_string(kCountWorkgroup) +
+         "u;\n"
+         "const COUNT_KEYS: u32 = " +
+         std::to_string(keys) +
+         "u;  // keys per invocation\n"
+         "const COUNT_CHUNK: u32 = " +
+         std::to_string(std::min(keys, 16u)) +
+         "u;  // keys loaded before they are counted\n"
+         "// COUNT_CHUNK keys, COUNT_WG apart from `first` (clamped loads: no branch).\n"
+         "fn load_count_chunk(first: u32) -> array<u32, COUNT_CHUNK> {\n"
+         "  let last = max(params.n, 1u) - 1u;\n"
+         "  var keys = array<u32, COUNT_CHUNK>();\n"
+         "  for (var item = 0u; item < COUNT_CHUNK; item++) {\n"
+         "    keys[item] = keys_in[min(first + item * COUNT_WG, last)];\n"
+         "  }\n"
+         "  return keys;\n"
+         "}\n"
+         "@compute @workgroup_size(COUNT_WG)\n"
+         "fn digit_count(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: "
+         "vec3u,\n"
+         "               @builtin(local_invocation_index) local: u32" +
+         subgroup_builtins +
+         ") {\n"
+         "  let tile = linear_workgroup(group, groups);\n"
+         "  for (var d = local; d < DIGITS; d += COUNT_WG) { atomicStore(&tile_counts[d], 0u); }\n"
+         "  let first = tile * (WG * KPI) + local;\n" +
+         (packed ? kPackedCountWgsl : kAtomicCountWgsl) +
+         "  workgroupBarrier();\n"
+         "  if (tile >= params.tiles) { return; }\n"
+         "  for (var d = local; d < DIGITS; d += COUNT_WG) {\n"
+         "    counts[d * params.tiles + tile] = atomicLoad(&tile_counts[d]);\n"
+         "  }\n"
+         "}\n";
 }
 
 std::string RadixSort::generate_wgsl(const Schedule& schedule) const {
@@ -352,8 +357,7 @@ std::string RadixSort::generate_wgsl(const Schedule& schedule) const {
           workgroup_scan_wgsl(wg_value) +
           reduce_then_scan_wgsl("counts", wg_value, kCountScanItems) +
           "\nvar<workgroup> tile_counts: array<atomic<u32>, DIGITS>;\n";
-  wgsl += subgroups && digits_value <= 16 ? packed_digit_count_wgsl(schedule)
-                                          : std::string(kAtomicDigitCountWgsl);
+  wgsl += digit_count_wgsl(schedule, subgroups && digits_value <= 16);
   return wgsl + (subgroups ? subgroup_ranked_scatter_wgsl(schedule)
                            : invocation_ranked_scatter_wgsl(schedule));
 }

@@ -100,20 +100,36 @@ fn counts_apply(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) gr
 }
 
 var<workgroup> tile_counts: array<atomic<u32>, DIGITS>;
-@compute @workgroup_size(WG)
+const COUNT_WG: u32 = 64u;
+const COUNT_KEYS: u32 = 8u;  // keys per invocation
+const COUNT_CHUNK: u32 = 8u;  // keys loaded before they are counted
+// COUNT_CHUNK keys, COUNT_WG apart from `first` (clamped loads: no branch).
+fn load_count_chunk(first: u32) -> array<u32, COUNT_CHUNK> {
+  let last = max(params.n, 1u) - 1u;
+  var keys = array<u32, COUNT_CHUNK>();
+  for (var item = 0u; item < COUNT_CHUNK; item++) {
+    keys[item] = keys_in[min(first + item * COUNT_WG, last)];
+  }
+  return keys;
+}
+@compute @workgroup_size(COUNT_WG)
 fn digit_count(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
                @builtin(local_invocation_index) local: u32) {
   let tile = linear_workgroup(group, groups);
-  for (var d = local; d < DIGITS; d += WG) { atomicStore(&tile_counts[d], 0u); }
-  workgroupBarrier();
+  for (var d = local; d < DIGITS; d += COUNT_WG) { atomicStore(&tile_counts[d], 0u); }
   let first = tile * (WG * KPI) + local;
-  for (var item = 0u; item < KPI; item++) {
-    let i = first + item * WG;
-    if (i < params.n) { atomicAdd(&tile_counts[digit(keys_in[i])], 1u); }
+  workgroupBarrier();
+  for (var chunk = 0u; chunk < COUNT_KEYS; chunk += COUNT_CHUNK) {
+    let keys = load_count_chunk(first + chunk * COUNT_WG);
+    for (var item = 0u; item < COUNT_CHUNK; item++) {
+      if (first + (chunk + item) * COUNT_WG < params.n) {
+        atomicAdd(&tile_counts[digit(keys[item])], 1u);
+      }
+    }
   }
   workgroupBarrier();
   if (tile >= params.tiles) { return; }
-  for (var d = local; d < DIGITS; d += WG) {
+  for (var d = local; d < DIGITS; d += COUNT_WG) {
     counts[d * params.tiles + tile] = atomicLoad(&tile_counts[d]);
   }
 }

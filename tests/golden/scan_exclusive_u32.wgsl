@@ -10,9 +10,8 @@ struct Params { n: u32, tiles: u32 }
 @group(0) @binding(2) var<storage, read_write> y: array<vec4u>;
 @group(0) @binding(3) var<storage, read_write> chain: array<ChainWord>;
 
-fn scan_items(raw: vec4u, first: u32) -> vec4u {
-  return select(vec4u(0u), raw, first + vec4u(0u, 1u, 2u, 3u) < vec4u(params.n));
-}
+const PAD: u32 = 0u;
+fn scan_items(raw: vec4u) -> vec4u { return raw; }
 fn scan_store(v: u32, raw: vec4u, items: vec4u, tile_prefix: u32, offset: u32) {
   y[v] = tile_prefix + offset +
          vec4u(0u, items.x, items.x + items.y, items.x + items.y + items.z);
@@ -48,13 +47,16 @@ fn workgroup_exclusive_scan(value: u32, local: u32) -> vec2u {
 fn tile_vector(tile: u32, local: u32, lane: u32, lanes: u32, k: u32) -> u32 {
   return tile * TILE_VECTORS + local * VECTORS + k;
 }
+fn load_vector(v: u32) -> vec4u {
+  let last = max(vector_count(), 1u) - 1u;  // x has at least one vector
+  let inside = params.n - min(v * 4u, params.n);  // elements of vector v before n
+  return select(vec4u(PAD), x[min(v, last)], vec4u(0u, 1u, 2u, 3u) < vec4u(inside));
+}
+
+// A tile's vectors, in the layout's order.
 fn load_tile(tile: u32, local: u32, lane: u32, lanes: u32) -> array<vec4u, VECTORS> {
   var raw = array<vec4u, VECTORS>();
-  let last = max(vector_count(), 1u) - 1u;  // x has at least one vector
-  for (var k = 0u; k < VECTORS; k++) {
-    let v = tile_vector(tile, local, lane, lanes, k);
-    raw[k] = select(vec4u(0u), x[min(v, last)], v < vector_count());
-  }
+  for (var k = 0u; k < VECTORS; k++) { raw[k] = load_vector(tile_vector(tile, local, lane, lanes, k)); }
   return raw;
 }
 const SPINS: u32 = 64u;
@@ -87,7 +89,7 @@ fn reduce_tile(tile: u32, local: u32) -> u32 {
   var sum = 0u;
   for (var k = 0u; k < VECTORS; k++) {
     let v = tile_vector(tile, local, 0u, 1u, k);
-    if (v < vector_count()) { sum += sum4(scan_items(x[v], v * 4u)); }
+    sum += sum4(scan_items(load_vector(v)));
   }
   return workgroup_exclusive_scan(sum, local).y;
 }
@@ -170,7 +172,7 @@ fn scan_tiles(@builtin(workgroup_id) workgroup: vec3u, @builtin(num_workgroups) 
   for (var k = 0u; k < VECTORS; k++) {
     let v = tile_vector(tile, local, lane, lanes, k);
     offsets[k] = sum;
-    sum += sum4(scan_items(raw[k], v * 4u));
+    sum += sum4(scan_items(raw[k]));
   }
   let scanned = workgroup_exclusive_scan(sum, local);
   let before = scanned.x;
@@ -188,7 +190,7 @@ fn scan_tiles(@builtin(workgroup_id) workgroup: vec3u, @builtin(num_workgroups) 
   for (var k = 0u; k < VECTORS; k++) {
     let v = tile_vector(tile, local, lane, lanes, k);
     if (v < vector_count()) {
-      scan_store(v, raw[k], scan_items(raw[k], v * 4u), store_prefix, before + offsets[k]);
+      scan_store(v, raw[k], scan_items(raw[k]), store_prefix, before + offsets[k]);
     }
   }
   scan_finish_tile(prefix, tile_total, local);
