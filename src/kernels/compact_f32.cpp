@@ -17,6 +17,8 @@
 // with half of them kept).
 
 #include <cmath>
+#include <cstring>
+#include <limits>
 
 #include "kernel_support.hpp"
 
@@ -166,12 +168,27 @@ class CompactF32 final : public KernelDefinition {
     std::mt19937_64 random(seed);
     CaseInputs inputs;
     inputs.problem = spec.problem;
-    // Thresholds that keep about half, almost all, almost none, and the signed zeros.
-    const float thresholds[] = {0.0f, -0.0f, -999.0f, 999.0f,
-                                std::uniform_real_distribution<float>(-1000, 1000)(random)};
+    // Thresholds that keep about half, almost all, almost none, the signed zeros, and the ends
+    // of the order (all but NaN and -inf, nothing, nothing).
+    const float thresholds[] = {0.0f,
+                                -0.0f,
+                                -999.0f,
+                                999.0f,
+                                std::uniform_real_distribution<float>(-1000, 1000)(random),
+                                -std::numeric_limits<float>::infinity(),
+                                std::numeric_limits<float>::infinity(),
+                                std::numeric_limits<float>::quiet_NaN()};
     inputs.problem.threshold = thresholds[random() % std::size(thresholds)];
-    inputs.buffers["x"] =
+    std::vector<std::byte> x =
         to_bytes(random_floats(spec.problem.elements, spec.value_profile, random));
+    // The NaNs nearest the infinities, whose keys border +inf's and -inf's (kept_keys), as raw
+    // bits: float arithmetic could quiet them.
+    if (spec.value_profile == "specials" && !x.empty()) {
+      for (const std::uint32_t bits : {0x7f800001u, 0xff800001u}) {
+        std::memcpy(&x[(random() % spec.problem.elements) * 4], &bits, 4);
+      }
+    }
+    inputs.buffers["x"] = std::move(x);
     return inputs;
   }
 
