@@ -160,24 +160,26 @@ fn load_tile(tile: u32, local: u32, lane: u32, lanes: u32) -> array<vec4u, VECTO
 }
 )";
 
-// Each vector's items stored (scan_store). A tile that stores before its look-back (shape
-// stage_tile) knows only offsets within the tile, so its prefix is 0 there; scan_finish_tile,
-// after the look-back, then moves the staged tile out.
-const char* const kStoreVectors = R"(  for (var k = 0u; k < VECTORS; k++) {
-    let v = tile_vector(tile, local, lane, lanes, k);
-    if (v < vector_count()) {
-      scan_store(v, raw[k], scan_items(raw[k]), store_prefix, before + offsets[k]);
-    }
-  }
-)";
+// Each vector's items stored (scan_store) with the tile's prefix `tile_prefix`. A tile that
+// stores before its look-back (shape stage_tile) knows only offsets within the tile, so its
+// prefix is 0 there; scan_finish_tile, after the look-back, then moves the staged tile out.
+std::string store_vectors(const std::string& tile_prefix) {
+  return "  for (var k = 0u; k < VECTORS; k++) {\n"
+         "    let v = tile_vector(tile, local, lane, lanes, k);\n"
+         "    if (v < vector_count()) {\n"
+         "      scan_store(v, raw[k], scan_items(raw[k]), " +
+         tile_prefix +
+         ", before + offsets[k]);\n"
+         "    }\n"
+         "  }\n";
+}
 
 std::string stage_tile(const ChainedScanShape& shape) {
-  return shape.stage_tile ? std::string("  let store_prefix = 0u;\n") + kStoreVectors : "";
+  return shape.stage_tile ? store_vectors("0u") : "";
 }
 
 std::string store_tile(const ChainedScanShape& shape) {
-  return (shape.stage_tile ? std::string()
-                           : "  let store_prefix = prefix;\n" + std::string(kStoreVectors)) +
+  return (shape.stage_tile ? "" : store_vectors("prefix")) +
          "  scan_finish_tile(prefix, tile_total, local);\n";
 }
 

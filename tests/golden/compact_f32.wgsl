@@ -188,11 +188,10 @@ fn compact_tiles(@builtin(workgroup_id) workgroup: vec3u, @builtin(num_workgroup
   let scanned = workgroup_exclusive_scan(sum, local);
   let before = scanned.x;
   let tile_total = scanned.y;
-  let store_prefix = 0u;
   for (var k = 0u; k < VECTORS; k++) {
     let v = tile_vector(tile, local, lane, lanes, k);
     if (v < vector_count()) {
-      scan_store(v, raw[k], scan_items(raw[k]), store_prefix, before + offsets[k]);
+      scan_store(v, raw[k], scan_items(raw[k]), 0u, before + offsets[k]);
     }
   }
   if (local == 0u) {

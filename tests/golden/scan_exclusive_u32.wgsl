@@ -186,11 +186,10 @@ fn scan_tiles(@builtin(workgroup_id) workgroup: vec3u, @builtin(num_workgroups) 
     if (tile != 0u) { publish(tile, FLAG_PREFIX, prefix + tile_total); }
     if (tile + 1u == params.tiles) { scan_total(prefix + tile_total); }
   }
-  let store_prefix = prefix;
   for (var k = 0u; k < VECTORS; k++) {
     let v = tile_vector(tile, local, lane, lanes, k);
     if (v < vector_count()) {
-      scan_store(v, raw[k], scan_items(raw[k]), store_prefix, before + offsets[k]);
+      scan_store(v, raw[k], scan_items(raw[k]), prefix, before + offsets[k]);
     }
   }
   scan_finish_tile(prefix, tile_total, local);
