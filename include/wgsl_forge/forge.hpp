@@ -153,7 +153,8 @@ struct BenchRow {
   kernels::Problem problem;
   std::optional<Schedule> tuned_schedule;  // the cache's winner, or the schedule given instead
   std::optional<TimingSummary> tuned;
-  bool given = false;  // tuned_schedule was given by the caller, not taken from the cache
+  bool given = false;         // tuned_schedule was given by the caller, not taken from the cache
+  bool given_source = false;  // and timed with the caller's WGSL written to its plan
   Schedule default_schedule;
   TimingSummary default_timing;
   std::vector<PassTime> passes;
@@ -162,7 +163,8 @@ Result<BenchRow> bench_kernel(gpu::Device& device, const ManifestCache& cache,
                               const kernels::KernelDefinition& kernel,
                               const kernels::Problem& problem, const gpu::TimingOptions& timing,
                               bool pass_times = false,
-                              const std::optional<Schedule>& given = std::nullopt);
+                              const std::optional<Schedule>& given = std::nullopt,
+                              const std::optional<std::string>& given_source = std::nullopt);
 
 // What a database calls at start-up: the tuned kernels of this adapter, ready to run.
 class KernelLibrary {

@@ -321,6 +321,7 @@ struct BenchArguments {
   std::uint64_t size = 0;
   std::uint32_t bins = 0;  // histogram_u32's bin count; 0: the tuning problem's
   std::string schedule;    // knobs to time instead of the tuned schedule (one kernel only)
+  std::string source;      // WGSL to time with that schedule's plan instead of its generated code
   std::uint32_t samples = 20;
   bool json = false;
   bool passes = false;  // also time each pass of the tuned (else default) schedule
@@ -392,6 +393,17 @@ int run_bench(const GlobalOptions& options, const BenchArguments& arguments) {
     if (!schedule) return report_error(schedule.error());
     given = *schedule;
   }
+  std::optional<std::string> given_source;
+  if (!arguments.source.empty()) {
+    if (!given) {
+      return report_error(Error(ErrorKind::kInvalidInput,
+                                "--source needs --schedule: the knobs of the plan (buffers, "
+                                "passes, grid) that the WGSL is written to."));
+    }
+    Result<std::string> source = read_source(arguments.source);
+    if (!source) return report_error(source.error());
+    given_source = *source;
+  }
   Result<ManifestCache> cache = open_cache(options);
   if (!cache) return report_error(cache.error());
   Result<std::unique_ptr<gpu::Device>> device = open_device(options);
@@ -422,9 +434,14 @@ int run_bench(const GlobalOptions& options, const BenchArguments& arguments) {
       problem.bins = arguments.bins;
       problem_text += " bins=" + std::to_string(arguments.bins);
     }
-    Result<forge::BenchRow> row =
-        forge::bench_kernel(**device, *cache, *kernel, problem, timing, arguments.passes, given);
-    if (!row) return report_error(row.error());
+    Result<forge::BenchRow> row = forge::bench_kernel(**device, *cache, *kernel, problem, timing,
+                                                      arguments.passes, given, given_source);
+    if (!row) {
+      const int exit_code = report_error(row.error());
+      // WGSL that a user wrote and that does not compile is bad input, not a machine failure.
+      return given_source && row.error().kind() == ErrorKind::kCompilation ? kExitBadInput
+                                                                           : exit_code;
+    }
     const kernels::WorkAmount work = kernel->work(problem);
     if (!ceilings.count(work.bytes)) {
       Result<forge::CopyCeiling> ceiling =
@@ -455,7 +472,7 @@ int run_bench(const GlobalOptions& options, const BenchArguments& arguments) {
                            {"timing_source", timing_source_name(row->default_timing.source)}};
     if (row->tuned) {
       json["tuned_schedule"] = row->tuned_schedule->to_string();
-      json["tuned_source"] = row->given ? "given" : "cache";
+      json["tuned_source"] = row->given_source ? "given source" : (row->given ? "given" : "cache");
       json["tuned_median_ns"] = row->tuned->median_ns;
       json["tuned_rate"] = tuned_rate;
       json["speedup_over_default"] = row->default_timing.median_ns / row->tuned->median_ns;
@@ -481,8 +498,12 @@ int run_bench(const GlobalOptions& options, const BenchArguments& arguments) {
                   row->tuned ? format_time(row->tuned->median_ns).c_str() : "-", tuned_text,
                   format_time(row->default_timing.median_ns).c_str(), default_text, 100 * fraction,
                   gain);
-      if (row->given)
+      if (row->given_source) {
+        std::printf("  timed as tuned: %s (uncertified) with the plan of %s\n",
+                    arguments.source.c_str(), row->tuned_schedule->to_string().c_str());
+      } else if (row->given) {
         std::printf("  timed as tuned: the given %s\n", row->tuned_schedule->to_string().c_str());
+      }
       if (arguments.passes) {
         print_passes(row->passes, passes_schedule(*row));
       }
@@ -557,6 +578,9 @@ void add_forge_commands(CLI::App& app, const GlobalOptions& options, std::functi
   bench->add_option("--schedule", bench_arguments->schedule,
                     "Time these knobs (k=v,...; the rest default) in place of the tuned schedule; "
                     "uncertified: certify it first");
+  bench->add_option("--source", bench_arguments->source,
+                    "With --schedule: time this WGSL file, written to that schedule's plan, in "
+                    "place of its generated code (uncertified: certify --source checks it)");
   bench->add_option("--samples", bench_arguments->samples, "Samples per measurement (default 20)")
       ->check(CLI::Range(1u, 2000u));
   bench->add_flag("--json", bench_arguments->json, "Print JSON");

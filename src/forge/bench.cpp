@@ -105,7 +105,8 @@ Result<CopyCeiling> measure_copy_ceiling(gpu::Device& device, std::uint64_t byte
 Result<BenchRow> bench_kernel(gpu::Device& device, const ManifestCache& cache,
                               const kernels::KernelDefinition& kernel,
                               const kernels::Problem& problem, const gpu::TimingOptions& timing,
-                              bool pass_times, const std::optional<Schedule>& given) {
+                              bool pass_times, const std::optional<Schedule>& given,
+                              const std::optional<std::string>& given_source) {
   BenchRow row;
   row.kernel_id = std::string(kernel.id());
   row.problem = problem;
@@ -121,19 +122,24 @@ Result<BenchRow> bench_kernel(gpu::Device& device, const ManifestCache& cache,
     }
     schedules.insert(schedules.begin(), {"tuned", *given});
     row.given = true;
+    row.given_source = given_source.has_value();
   } else if (tuned->has_value() && (*tuned)->kernel_revision == kernel.revision()) {
     schedules.insert(schedules.begin(), {"tuned", (*tuned)->result.winner.schedule});
   }
   const std::vector<kernels::CaseSpec> specs = kernel.certification_cases();
-  kernels::CaseInputs inputs =
+  // The values of a certification case, bound to `problem` as given (as the tuner does): the
+  // case's own problem holds parameters drawn for certification, such as compact_f32's
+  // threshold, which may keep everything or nothing.
+  const kernels::CaseInputs inputs =
       kernel.make_inputs({"bench", problem, specs.front().value_profile}, 0x5eed);
   for (const auto& [label, schedule] : schedules) {
     Result<GeneratedKernel> generated =
         kernels::generate_builtin(kernel, schedule, TargetBackend::kWgsl, capabilities);
     if (!generated) return std::move(generated).error();
+    if (label == "tuned" && given_source) generated->source = *given_source;
     Result<PreparedKernel> prepared = PreparedKernel::prepare(device, kernel, *generated);
     if (!prepared) return std::move(prepared).error();
-    Result<std::unique_ptr<BoundPlan>> bound = prepared->bind(inputs.problem);
+    Result<std::unique_ptr<BoundPlan>> bound = prepared->bind(problem);
     if (!bound) return std::move(bound).error();
     if (Status loaded = prepared->load_inputs(**bound, inputs.buffers); !loaded) {
       return std::move(loaded).error();

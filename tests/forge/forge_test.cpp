@@ -146,6 +146,13 @@ TEST_F(ForgeCliTest, BenchTimesTunedDefaultCopyCeilingAndEachPass) {
   EXPECT_NE(given_row.at("tuned_schedule").get<std::string>().find("items_per_invocation=4"),
             std::string::npos);
   EXPECT_EQ(affine.at("tuned_source"), "cache");
+  // --source times the user's WGSL with the given schedule's plan.
+  CommandResult sourced = run_cli(
+      "bench affine_f32 --size 5000 --samples 3 --json --schedule workgroup_size=256 --source " +
+      write("affine.wgsl", default_affine_wgsl()).string() + " " + cache_flag());
+  ASSERT_EQ(sourced.exit_code, 0) << sourced.output;
+  EXPECT_EQ(nlohmann::json::parse(sourced.output).at("kernels").at(0).at("tuned_source"),
+            "given source");
   for (const std::string bad : {"bench affine_f32 gemm_f32 --schedule workgroup_size=64",
                                 "bench affine_f32 --schedule tile_k=8",
                                 "bench affine_f32 --schedule workgroup_size=4096"}) {
@@ -196,6 +203,11 @@ TEST_F(ForgeCliTest, BadInputEverywhereIsOneClearLineAndExitCode2Or3) {
        2, "is not WGSL text"},
       {"certify affine_f32 --source " + write("invalid.wgsl", "fn main( {\n").string(), 2,
        "does not compile"},
+      {"bench affine_f32 --json --schedule workgroup_size=256 --source " +
+           write("invalid-bench.wgsl", "fn main( {\n").string(),
+       2, "does not compile"},
+      {"bench affine_f32 --source " + write("unplanned.wgsl", "fn main() {}\n").string(), 2,
+       "--source needs --schedule"},
       {"certify affine_f32 --schedule workgroup_size=3", 2,
        "Knob workgroup_size (3) is not one of"},
       {"certify affine_f32 --schedule no_such_knob=1", 2, "Unknown knob 'no_such_knob'"},
