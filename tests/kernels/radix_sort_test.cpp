@@ -1,7 +1,7 @@
-// Radix sort's counting and ranking paths on the real adapter: digit_count counts either with one
-// workgroup atomic per key or, with subgroups and up to 4 digit bits, in byte counters added per
-// subgroup, in chunks of up to 16 keys per invocation; the scatter ranks per invocation or with
-// subgroup ballots. Each path, and one and several chunks, must match the oracle.
+// Radix sort's ranking and look-back paths on the real adapter: the scatter ranks per invocation
+// or with subgroup ballots, looks back over its predecessors' digit counts with one digit or
+// several per invocation, and counts an unpublished predecessor's digits from the input. Each
+// path must match the oracle.
 
 #include <gtest/gtest.h>
 
@@ -24,19 +24,19 @@ class RadixSortPathsTest : public ::testing::TestWithParam<std::string> {
   std::mt19937_64 random_{seed_};
 };
 
-TEST_P(RadixSortPathsTest, EveryCountingAndRankingPathMatchesTheOracle) {
+TEST_P(RadixSortPathsTest, EveryRankingAndLookBackPathMatchesTheOracle) {
   SCOPED_TRACE("seed " + std::to_string(seed_) + " (rerun with WGSL_FORGE_TEST_SEED)");
-  // digit_count's invocations hold workgroup_size * keys_per_invocation / 64 keys: 1 (one chunk
-  // of one key), 16 (one chunk) and 64 (four chunks).
+  // Tiles of one key per invocation make long look-backs; 8-bit digits in workgroups of 64 give
+  // each invocation four digits to look back for.
   std::vector<std::string> schedules = {
       "workgroup_size=64,keys_per_invocation=1",
       "workgroup_size=256,keys_per_invocation=16,digit_bits=2",
   };
   if (capabilities_.subgroups) {
     schedules.push_back("use_subgroups=1,workgroup_size=64,keys_per_invocation=1");
-    schedules.push_back("use_subgroups=1,workgroup_size=64,keys_per_invocation=16,digit_bits=2");
+    schedules.push_back("use_subgroups=1,workgroup_size=64,keys_per_invocation=16,digit_bits=8");
     schedules.push_back("use_subgroups=1,workgroup_size=128,keys_per_invocation=16");
-    schedules.push_back("use_subgroups=1,workgroup_size=128,keys_per_invocation=8,digit_bits=8");
+    schedules.push_back("use_subgroups=1,workgroup_size=256,keys_per_invocation=8,digit_bits=8");
   }
   for (const std::string& overrides : schedules) {
     SCOPED_TRACE(overrides);
@@ -45,6 +45,36 @@ TEST_P(RadixSortPathsTest, EveryCountingAndRankingPathMatchesTheOracle) {
     options.seed = random_();
     Result<CertificationManifest> manifest = forge::certify(
         device_, kernel_, kernels::parse_schedule_overrides(kernel_, overrides).value(), options);
+    ASSERT_TRUE(manifest.ok()) << manifest.error().to_string();
+    EXPECT_EQ(manifest->verdict, Verdict::kCertified) << forge::first_failure(*manifest);
+  }
+}
+
+// The fallback of the look-back: WGSL in which no predecessor is ever seen published (and no poll
+// repeated) counts every predecessor's digits from the input, back to tile 0.
+TEST_P(RadixSortPathsTest, TheFallbackCountsUnpublishedPredecessorsFromTheInput) {
+  SCOPED_TRACE("seed " + std::to_string(seed_) + " (rerun with WGSL_FORGE_TEST_SEED)");
+  for (const char* overrides : {"workgroup_size=64,keys_per_invocation=2",
+                                "use_subgroups=1,workgroup_size=64,keys_per_invocation=4"}) {
+    if (std::string(overrides).starts_with("use_subgroups") && !capabilities_.subgroups) continue;
+    SCOPED_TRACE(overrides);
+    const Schedule schedule = kernels::parse_schedule_overrides(kernel_, overrides).value();
+    std::string source =
+        kernels::generate_builtin(kernel_, schedule, TargetBackend::kWgsl, capabilities_)
+            .value()
+            .source;
+    for (const auto& [polled, never] :
+         {std::pair<std::string, std::string>{"const SPINS: u32 = 64u;", "const SPINS: u32 = 0u;"},
+          {"var published = atomicLoad(&status[1u + t * DIGITS + d]);", "var published = 0u;"}}) {
+      const std::size_t at = source.find(polled);
+      ASSERT_NE(at, std::string::npos) << polled;
+      source.replace(at, polled.size(), never);
+    }
+    forge::CertifyOptions options;
+    options.quick = true;
+    options.seed = random_();
+    options.source = source;
+    Result<CertificationManifest> manifest = forge::certify(device_, kernel_, schedule, options);
     ASSERT_TRUE(manifest.ok()) << manifest.error().to_string();
     EXPECT_EQ(manifest->verdict, Verdict::kCertified) << forge::first_failure(*manifest);
   }
