@@ -19,6 +19,7 @@ const BITS: u32 = 4u;
 const DIGITS: u32 = 16u;
 const ROUNDS: u32 = 8u;
 const SPINS: u32 = 64u;
+const WINDOW: u32 = 16u;  // predecessors read at once
 fn digit(key: u32) -> u32 { return (key >> params.shift) & (DIGITS - 1u); }
 
 const HISTOGRAM_KEYS: u32 = 4u;  // keys loaded before they are counted
@@ -99,8 +100,9 @@ fn count_in_tile(t: u32, d: u32) -> u32 {
 
 // Publishes the tile's count of digit d and returns the output index of its first digit-d key:
 // the round's start of digit d plus the digit-d keys of every earlier tile, summed back over the
-// predecessors' words to the nearest prefix. A predecessor that publishes nothing in SPINS polls
-// is counted from the input.
+// predecessors' words to the nearest prefix, WINDOW words per round trip (tiles are claimed
+// faster than a word travels, so the nearest prefix is often many tiles back). A predecessor that
+// publishes nothing in SPINS polls is counted from the input.
 fn tile_digit_start(tile: u32, d: u32, count: u32) -> u32 {
   let word = 1u + tile * DIGITS + d;
   let round_start = atomicLoad(&digit_offsets[params.shift / BITS * DIGITS + d]);
@@ -110,16 +112,31 @@ fn tile_digit_start(tile: u32, d: u32, count: u32) -> u32 {
   }
   atomicStore(&status[word], FLAG_AGGREGATE | count);
   var start = 0u;
-  var t = tile;
+  var next = tile;  // the tiles before `next` are not accounted for yet
   loop {
-    t -= 1u;
-    var published = atomicLoad(&status[1u + t * DIGITS + d]);
+    // The window's loads are independent, so they are in flight together. Tile 0 always ends
+    // the walk (it publishes a prefix), so reads clamped to it are never used.
+    var aggregates = 0u;  // the window's leading aggregates, added to start
+    var published = 0u;  // the first word that is not an aggregate
+    var stopped = false;
+    for (var w = 0u; w < WINDOW; w++) {
+      let read = atomicLoad(&status[1u + (next - 1u - min(w, next - 1u)) * DIGITS + d]);
+      if (!stopped && (read & FLAG_AGGREGATE) != 0u) {
+        start += read & VALUE_MASK;
+        aggregates++;
+      } else if (!stopped) {
+        published = read;
+        stopped = true;
+      }
+    }
+    next -= aggregates;
+    if (!stopped) { continue; }
     for (var spin = 0u; spin < SPINS && published == 0u; spin++) {
-      published = atomicLoad(&status[1u + t * DIGITS + d]);
+      published = atomicLoad(&status[1u + (next - 1u) * DIGITS + d]);
     }
     if (published == 0u) {
-      start += count_in_tile(t, d);
-      if (t == 0u) {
+      start += count_in_tile(next - 1u, d);
+      if (next == 1u) {
         start += round_start;
         break;
       }
@@ -127,6 +144,7 @@ fn tile_digit_start(tile: u32, d: u32, count: u32) -> u32 {
       start += published & VALUE_MASK;
       if ((published & FLAG_PREFIX) != 0u) { break; }
     }
+    next -= 1u;
   }
   atomicStore(&status[word], FLAG_PREFIX | (start + count));
   return start;

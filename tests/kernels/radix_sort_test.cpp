@@ -50,33 +50,43 @@ TEST_P(RadixSortPathsTest, EveryRankingAndLookBackPathMatchesTheOracle) {
   }
 }
 
-// The fallback of the look-back: WGSL in which no predecessor is ever seen published (and no poll
-// repeated) counts every predecessor's digits from the input, back to tile 0.
-TEST_P(RadixSortPathsTest, TheFallbackCountsUnpublishedPredecessorsFromTheInput) {
+// The look-back's rarer paths, forced by editing the generated WGSL: a tile that never publishes
+// its prefix makes every later tile sum aggregates window by window back to tile 0; words never
+// seen published (and never polled again) make it count every predecessor from the input.
+TEST_P(RadixSortPathsTest, TheLookBackSumsAggregatesAndCountsUnpublishedTiles) {
   SCOPED_TRACE("seed " + std::to_string(seed_) + " (rerun with WGSL_FORGE_TEST_SEED)");
+  using Edits = std::vector<std::pair<std::string, std::string>>;
+  const std::vector<std::pair<std::string, Edits>> variants = {
+      {"aggregates only",
+       {{"  atomicStore(&status[word], FLAG_PREFIX | (start + count));\n  return start;",
+         "  return start;"}}},
+      {"never published",
+       {{"const SPINS: u32 = 64u;", "const SPINS: u32 = 0u;"},
+        {"let read = atomicLoad(&status[1u + (next - 1u - min(w, next - 1u)) * DIGITS + d]);",
+         "let read = 0u;"}}}};
   for (const char* overrides : {"workgroup_size=64,keys_per_invocation=2",
                                 "use_subgroups=1,workgroup_size=64,keys_per_invocation=4"}) {
     if (std::string(overrides).starts_with("use_subgroups") && !capabilities_.subgroups) continue;
-    SCOPED_TRACE(overrides);
     const Schedule schedule = kernels::parse_schedule_overrides(kernel_, overrides).value();
-    std::string source =
-        kernels::generate_builtin(kernel_, schedule, TargetBackend::kWgsl, capabilities_)
-            .value()
-            .source;
-    for (const auto& [polled, never] :
-         {std::pair<std::string, std::string>{"const SPINS: u32 = 64u;", "const SPINS: u32 = 0u;"},
-          {"var published = atomicLoad(&status[1u + t * DIGITS + d]);", "var published = 0u;"}}) {
-      const std::size_t at = source.find(polled);
-      ASSERT_NE(at, std::string::npos) << polled;
-      source.replace(at, polled.size(), never);
+    for (const auto& [name, edits] : variants) {
+      SCOPED_TRACE(std::string(overrides) + ", " + name);
+      std::string source =
+          kernels::generate_builtin(kernel_, schedule, TargetBackend::kWgsl, capabilities_)
+              .value()
+              .source;
+      for (const auto& [from, to] : edits) {
+        const std::size_t at = source.find(from);
+        ASSERT_NE(at, std::string::npos) << from;
+        source.replace(at, from.size(), to);
+      }
+      forge::CertifyOptions options;
+      options.quick = true;
+      options.seed = random_();
+      options.source = source;
+      Result<CertificationManifest> manifest = forge::certify(device_, kernel_, schedule, options);
+      ASSERT_TRUE(manifest.ok()) << manifest.error().to_string();
+      EXPECT_EQ(manifest->verdict, Verdict::kCertified) << forge::first_failure(*manifest);
     }
-    forge::CertifyOptions options;
-    options.quick = true;
-    options.seed = random_();
-    options.source = source;
-    Result<CertificationManifest> manifest = forge::certify(device_, kernel_, schedule, options);
-    ASSERT_TRUE(manifest.ok()) << manifest.error().to_string();
-    EXPECT_EQ(manifest->verdict, Verdict::kCertified) << forge::first_failure(*manifest);
   }
 }
 
