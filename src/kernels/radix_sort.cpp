@@ -1,25 +1,16 @@
 // radix_sort_u32 and radix_sort_pairs_u32: stable ascending sort of u32 keys, alone or carrying
 // u32 values.
 //
-// Least-significant-digit radix sort in one submission, with one pass over the keys per round
-// (onesweep):
-//   offsets_clear, digit_histogram, digit_offsets_scan
-//                  once: every round's digit histogram from one read of the keys (a capped grid,
-//                  counts in workgroup memory, then one global atomic per digit and workgroup),
-//                  then each round's exclusive scan: digit_offsets[round * DIGITS + d] is where
-//                  the round's digit-d keys start;
-//   status_clear, scatter
-//                  per round (32 / digit_bits of them): each workgroup claims the next tile
-//                  (workgroup_size * keys_per_invocation consecutive keys), ranks its keys stably,
-//                  publishes its count of each digit and takes, by decoupled look-back over its
-//                  predecessors' published counts, where its keys of each digit go; then writes
-//                  them, with their values.
-// The look-back waits for predecessors only as long as they are claimed and running; one that
-// publishes nothing after kSpins polls is counted from the input by the waiting invocation (the
-// fallback that makes the wait finite without forward-progress guarantees). A published word is
-// a 2-bit flag and a 30-bit count in one atomic, so n stays below 2^30 (a 4 GiB binding holds
-// fewer keys anyway). Rounds alternate between a scratch buffer and the output; the input is
-// never written.
+// Least-significant-digit radix sort, 32 / digit_bits rounds; each round is five passes of one
+// submission, none waiting on another workgroup (safe without forward-progress guarantees):
+//   digit_count    each tile (workgroup_size * keys_per_invocation consecutive keys) counts its
+//                  digits into counts[digit * tiles + tile] (digit-major, so one scan gives every
+//                  offset), in workgroups of 64 (see digit_count_wgsl);
+//   counts_reduce, counts_spine, counts_apply
+//                  an exclusive reduce-then-scan of the counts;
+//   scatter        each tile ranks its keys stably and writes them, with their values, to
+//                  counts[digit * tiles + tile] + rank.
+// Rounds alternate between a scratch buffer and the output; the input is never written.
 //
 // The scatter ranks in one of two ways (knob use_subgroups):
 //   0  each invocation owns consecutive keys and counts them per digit; a workgroup scan over
@@ -55,11 +46,7 @@ namespace {
 
 using namespace support;
 
-// The histogram pass's grid: enough workgroups to fill a large GPU, few enough that their
-// global atomics (one per digit and workgroup) stay cheap.
-constexpr std::uint64_t kHistogramWorkgroups = 1024;
-// A tile's published count: a 30-bit value under a 2-bit flag.
-constexpr std::uint64_t kMaxKeys = (std::uint64_t{1} << 30) - 1;
+constexpr std::uint32_t kCountScanItems = 4;
 
 class RadixSort final : public KernelDefinition {
  public:
@@ -68,7 +55,7 @@ class RadixSort final : public KernelDefinition {
   std::string_view id() const override {
     return pairs_ ? "radix_sort_pairs_u32" : "radix_sort_u32";
   }
-  std::uint32_t revision() const override { return 4; }
+  std::uint32_t revision() const override { return 3; }
   std::string_view summary() const override {
     return pairs_ ? "stable ascending sort of u32 keys carrying u32 values"
                   : "ascending sort of u32 keys";
@@ -87,8 +74,8 @@ class RadixSort final : public KernelDefinition {
     std::vector<KernelBinding> list = {{0, 0, BindingKind::kUniform, "params"},
                                        {0, 1, BindingKind::kStorageRead, "keys_in"},
                                        {0, 2, BindingKind::kStorageReadWrite, "keys_out"},
-                                       {0, 3, BindingKind::kStorageReadWrite, "status"},
-                                       {0, 4, BindingKind::kStorageReadWrite, "digit_offsets"}};
+                                       {0, 3, BindingKind::kStorageReadWrite, "counts"},
+                                       {0, 4, BindingKind::kStorageReadWrite, "block_sums"}};
     if (pairs_) {
       list.push_back({0, 5, BindingKind::kStorageRead, "values_in"});
       list.push_back({0, 6, BindingKind::kStorageReadWrite, "values_out"});
@@ -97,7 +84,7 @@ class RadixSort final : public KernelDefinition {
   }
 
   std::vector<std::string> entry_points(const Schedule&) const override {
-    return {"offsets_clear", "digit_histogram", "digit_offsets_scan", "status_clear", "scatter"};
+    return {"digit_count", "counts_reduce", "counts_spine", "counts_apply", "scatter"};
   }
 
   std::string generate_wgsl(const Schedule& schedule) const override;
@@ -105,24 +92,20 @@ class RadixSort final : public KernelDefinition {
   Result<DispatchPlan> plan(const Schedule& schedule, const Problem& problem,
                             const DeviceCapabilities&) const override {
     const std::uint64_t n = problem.elements;
-    if (n > kMaxKeys) {
-      return Error(ErrorKind::kInvalidInput,
-                   std::string(id()) + " sorts at most 2^30 - 1 keys (a tile publishes its digit " +
-                       "counts in 30 bits); the problem has " + std::to_string(n) + ".");
-    }
     const std::uint32_t wg = knob(schedule, "workgroup_size");
     const std::uint32_t bits = knob(schedule, "digit_bits");
-    const std::uint64_t tiles =
-        ceil_div(n, std::uint64_t{wg} * knob(schedule, "keys_per_invocation"));
-    const std::uint64_t digits = std::uint64_t{1} << bits;
-    const std::uint64_t status_length = 1 + digits * tiles;  // the claim counter, then the tiles'
+    const std::uint64_t tile = std::uint64_t{wg} * knob(schedule, "keys_per_invocation");
+    const std::uint64_t tiles = ceil_div(n, tile);
+    const std::uint64_t count_length = (std::uint64_t{1} << bits) * tiles;
+    const std::uint64_t count_blocks = ceil_div(count_length, std::uint64_t{wg} * kCountScanItems);
     const std::uint64_t bytes = std::max<std::uint64_t>(4, n * 4);
     DispatchPlan plan;
-    plan.buffers = {{"keys", bytes, BufferRole::kInput},
-                    {"sorted", bytes, BufferRole::kOutput},
-                    {"scratch", bytes, BufferRole::kScratch},
-                    {"status", status_length * 4, BufferRole::kScratch},
-                    {"digit_offsets", 32 / bits * digits * 4, BufferRole::kScratch}};
+    plan.buffers = {
+        {"keys", bytes, BufferRole::kInput},
+        {"sorted", bytes, BufferRole::kOutput},
+        {"scratch", bytes, BufferRole::kScratch},
+        {"counts", std::max<std::uint64_t>(4, count_length * 4), BufferRole::kScratch},
+        {"block_sums", std::max<std::uint64_t>(4, count_blocks * 4), BufferRole::kScratch}};
     if (pairs_) {
       plan.buffers.push_back({"values", bytes, BufferRole::kInput});
       plan.buffers.push_back({"sorted_values", bytes, BufferRole::kOutput});
@@ -133,21 +116,18 @@ class RadixSort final : public KernelDefinition {
       const bool even = round % 2 == 0;
       const std::string source = round == 0 ? "keys" : (even ? "sorted" : "scratch");
       std::map<std::uint32_t, std::string> buffers = {
-          {1, source}, {2, even ? "scratch" : "sorted"}, {3, "status"}, {4, "digit_offsets"}};
+          {1, source}, {2, even ? "scratch" : "sorted"}, {3, "counts"}, {4, "block_sums"}};
       if (pairs_) {
         buffers[5] = round == 0 ? "values" : (even ? "sorted_values" : "scratch_values");
         buffers[6] = even ? "scratch_values" : "sorted_values";
       }
-      const std::vector<std::uint32_t> params = {static_cast<std::uint32_t>(n),
-                                                 static_cast<std::uint32_t>(tiles), round * bits,
-                                                 static_cast<std::uint32_t>(status_length)};
-      if (round == 0) {
-        plan.passes.push_back({"offsets_clear", 1, buffers, params});
-        plan.passes.push_back(
-            {"digit_histogram", std::min(tiles, kHistogramWorkgroups), buffers, params});
-        plan.passes.push_back({"digit_offsets_scan", 1, buffers, params});
-      }
-      plan.passes.push_back({"status_clear", ceil_div(status_length, wg), buffers, params});
+      const std::vector<std::uint32_t> params = {
+          static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(tiles), round * bits,
+          static_cast<std::uint32_t>(count_length), static_cast<std::uint32_t>(count_blocks)};
+      plan.passes.push_back({"digit_count", tiles, buffers, params});
+      plan.passes.push_back({"counts_reduce", count_blocks, buffers, params});
+      plan.passes.push_back({"counts_spine", 1, buffers, params});
+      plan.passes.push_back({"counts_apply", count_blocks, buffers, params});
       plan.passes.push_back({"scatter", tiles, buffers, params});
     }
     return plan;
@@ -221,21 +201,17 @@ std::uint32_t subgroup_counter_words(const Schedule& schedule) {
          ((1u << knob(schedule, "digit_bits")) / 2);
 }
 
-// The larger of the histogram pass's counters and the scatter's workgroup memory.
 std::uint64_t RadixSort::workgroup_bytes(const Schedule& schedule) const {
   const std::uint64_t wg = knob(schedule, "workgroup_size");
-  const std::uint32_t bits = knob(schedule, "digit_bits");
-  const std::uint64_t digits = std::uint64_t{1} << bits;
-  const std::uint64_t histogram = 4 * (32 / bits) * digits;
-  const std::uint64_t tile_start = 4 * digits + 4;  // and the claimed tile
-  if (knob(schedule, "use_subgroups") == 0) {
-    return std::max(histogram, tile_start + 4 * digits * wg);
-  }
+  const std::uint64_t digits = std::uint64_t{1} << knob(schedule, "digit_bits");
+  const std::uint64_t scan = 4 * wg;  // workgroup_exclusive_scan
+  const std::uint64_t count = 4 * digits;
+  if (knob(schedule, "use_subgroups") == 0) return count + scan + 4 * digits * (wg + 1);
   const std::uint64_t tile = wg * knob(schedule, "keys_per_invocation");
   const std::uint64_t counters = subgroup_counter_words(schedule);
   const std::uint64_t digit_group_sums = 4 * (wg / kMinSubgroup);
-  return std::max(histogram, tile_start + 4 * std::max(counters, tile) + 4 * digits +
-                                 digit_group_sums + (pairs_ ? 4 * tile : 0));
+  return count + scan + 4 * std::max(counters, tile) + 8 * digits + digit_group_sums +
+         (pairs_ ? 4 * tile : 0);
 }
 
 Status RadixSort::check_resources(const Schedule& schedule,
@@ -266,175 +242,122 @@ Status RadixSort::check_resources(const Schedule& schedule,
   return Ok{};
 }
 
-// Polls of a predecessor's word before counting its digit from the input instead.
-constexpr std::uint32_t kSpins = 64;
-// Predecessors' words read at once by each digit's look-back.
-constexpr std::uint32_t kLookBackWindow = 16;
+// digit_count runs in workgroups of 64 invocations whatever the tile, so that each has many keys
+// in flight (up to 128), loaded 16 at a time before they are counted. Keys are counted either
+// with one workgroup atomic each or, with subgroups and up to 16 digits, in byte counters in
+// registers (digit d in byte d % 4 of word d / 4), which each subgroup adds in 16-bit halves (at
+// most 64 lanes x 128 keys) and then into the tile's counters, one atomic per digit.
+constexpr std::uint32_t kCountWorkgroup = 64;
 
-// Once per sort: every round's digit histogram from one read of the keys, then each round's
-// exclusive scan in place. The histogram's grid is capped (kHistogramWorkgroups): each
-// invocation strides over the keys, HISTOGRAM_KEYS loads in flight at a time.
-const char* const kHistogramWgsl = R"(
-const HISTOGRAM_KEYS: u32 = 4u;  // keys loaded before they are counted
-var<workgroup> histogram: array<atomic<u32>, ROUNDS * DIGITS>;
-
-@compute @workgroup_size(WG)
-fn offsets_clear(@builtin(local_invocation_index) local: u32) {
-  for (var i = local; i < ROUNDS * DIGITS; i += WG) { atomicStore(&digit_offsets[i], 0u); }
-}
-
-@compute @workgroup_size(WG)
-fn digit_histogram(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
-                   @builtin(local_invocation_index) local: u32) {
-  for (var i = local; i < ROUNDS * DIGITS; i += WG) { atomicStore(&histogram[i], 0u); }
-  workgroupBarrier();
-  let stride = groups.x * groups.y * WG;
-  let last = max(params.n, 1u) - 1u;
-  for (var first = linear_workgroup(group, groups) * WG + local; first < params.n;
-       first += stride * HISTOGRAM_KEYS) {
-    var keys = array<u32, HISTOGRAM_KEYS>();
-    for (var k = 0u; k < HISTOGRAM_KEYS; k++) { keys[k] = keys_in[min(first + k * stride, last)]; }
-    for (var k = 0u; k < HISTOGRAM_KEYS; k++) {
-      if (first + k * stride < params.n) {
-        for (var r = 0u; r < ROUNDS; r++) {
-          atomicAdd(&histogram[r * DIGITS + ((keys[k] >> (r * BITS)) & (DIGITS - 1u))], 1u);
-        }
+const char* const kAtomicCountWgsl = R"(  workgroupBarrier();
+  for (var chunk = 0u; chunk < COUNT_KEYS; chunk += COUNT_CHUNK) {
+    let keys = load_count_chunk(first + chunk * COUNT_WG);
+    for (var item = 0u; item < COUNT_CHUNK; item++) {
+      if (first + (chunk + item) * COUNT_WG < params.n) {
+        atomicAdd(&tile_counts[digit(keys[item])], 1u);
       }
     }
   }
-  workgroupBarrier();
-  for (var i = local; i < ROUNDS * DIGITS; i += WG) {
-    let count = atomicLoad(&histogram[i]);
-    if (count != 0u) { atomicAdd(&digit_offsets[i], count); }
-  }
-}
-
-// One workgroup; invocation r scans round r's digits.
-@compute @workgroup_size(WG)
-fn digit_offsets_scan(@builtin(local_invocation_index) local: u32) {
-  for (var r = local; r < ROUNDS; r += WG) {
-    var running = 0u;
-    for (var d = 0u; d < DIGITS; d++) {
-      let count = atomicLoad(&digit_offsets[r * DIGITS + d]);
-      atomicStore(&digit_offsets[r * DIGITS + d], running);
-      running += count;
-    }
-  }
-}
-
-@compute @workgroup_size(WG)
-fn status_clear(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
-                @builtin(local_invocation_index) local: u32) {
-  let i = linear_workgroup(group, groups) * WG + local;
-  if (i < params.status_length) { atomicStore(&status[i], 0u); }
-}
 )";
 
-// The scatter's tile order and decoupled look-back. status[0] is the claim counter; status[1 +
-// t * DIGITS + d] is tile t's published word for digit d: FLAG_AGGREGATE with the tile's count
-// of digit d, or FLAG_PREFIX with the output index after the tile's digit-d keys.
-const char* const kLookBackWgsl = R"(
-const FLAG_AGGREGATE: u32 = 0x40000000u;
-const FLAG_PREFIX: u32 = 0x80000000u;
-const VALUE_MASK: u32 = 0x3fffffffu;
-var<workgroup> claimed_tile: u32;
-var<workgroup> tile_start: array<u32, DIGITS>;  // the tile's first output index per digit
-
-// The next tile in claim order, so that every predecessor of a tile is claimed by a workgroup
-// that already runs.
-fn claim_tile(local: u32) -> u32 {
-  if (local == 0u) { claimed_tile = atomicAdd(&status[0], 1u); }
-  return workgroupUniformLoad(&claimed_tile);
-}
-
-// Tile t's keys of digit d, counted from the input.
-fn count_in_tile(t: u32, d: u32) -> u32 {
-  var count = 0u;
-  for (var i = t * TILE; i < min(t * TILE + TILE, params.n); i++) {
-    count += select(0u, 1u, digit(keys_in[i]) == d);
-  }
-  return count;
-}
-
-// Publishes the tile's count of digit d and returns the output index of its first digit-d key:
-// the round's start of digit d plus the digit-d keys of every earlier tile, summed back over the
-// predecessors' words to the nearest prefix, WINDOW words per round trip (tiles are claimed
-// faster than a word travels, so the nearest prefix is often many tiles back). A predecessor that
-// publishes nothing in SPINS polls is counted from the input.
-fn tile_digit_start(tile: u32, d: u32, count: u32) -> u32 {
-  let word = 1u + tile * DIGITS + d;
-  let round_start = atomicLoad(&digit_offsets[params.shift / BITS * DIGITS + d]);
-  if (tile == 0u) {
-    atomicStore(&status[word], FLAG_PREFIX | (round_start + count));
-    return round_start;
-  }
-  atomicStore(&status[word], FLAG_AGGREGATE | count);
-  var start = 0u;
-  var next = tile;  // the tiles before `next` are not accounted for yet
-  loop {
-    // The window's loads are independent, so they are in flight together. Tile 0 always ends
-    // the walk (it publishes a prefix), so reads clamped to it are never used.
-    var aggregates = 0u;  // the window's leading aggregates, added to start
-    var published = 0u;  // the first word that is not an aggregate
-    var stopped = false;
-    for (var w = 0u; w < WINDOW; w++) {
-      let read = atomicLoad(&status[1u + (next - 1u - min(w, next - 1u)) * DIGITS + d]);
-      if (!stopped && (read & FLAG_AGGREGATE) != 0u) {
-        start += read & VALUE_MASK;
-        aggregates++;
-      } else if (!stopped) {
-        published = read;
-        stopped = true;
-      }
+const char* const kPackedCountWgsl = R"(  var packed = vec4u(0u);
+  for (var chunk = 0u; chunk < COUNT_KEYS; chunk += COUNT_CHUNK) {
+    let keys = load_count_chunk(first + chunk * COUNT_WG);
+    for (var item = 0u; item < COUNT_CHUNK; item++) {
+      let d = digit(keys[item]);
+      let inside = first + (chunk + item) * COUNT_WG < params.n;
+      let one = select(0u, 1u << (8u * (d & 3u)), inside);
+      packed += select(vec4u(0u), vec4u(one), vec4u(d / 4u) == vec4u(0u, 1u, 2u, 3u));
     }
-    next -= aggregates;
-    if (!stopped) { continue; }
-    for (var spin = 0u; spin < SPINS && published == 0u; spin++) {
-      published = atomicLoad(&status[1u + (next - 1u) * DIGITS + d]);
-    }
-    if (published == 0u) {
-      start += count_in_tile(next - 1u, d);
-      if (next == 1u) {
-        start += round_start;
-        break;
-      }
-    } else {
-      start += published & VALUE_MASK;
-      if ((published & FLAG_PREFIX) != 0u) { break; }
-    }
-    next -= 1u;
   }
-  atomicStore(&status[word], FLAG_PREFIX | (start + count));
-  return start;
-}
+  let even_bytes = subgroupAdd(packed & vec4u(0x00ff00ffu));  // bytes 0 and 2 of each word
+  let odd_bytes = subgroupAdd((packed >> vec4u(8u)) & vec4u(0x00ff00ffu));  // bytes 1 and 3
+  workgroupBarrier();
+  for (var d = lane; d < DIGITS; d += sg) {
+    let halves = select(even_bytes[d / 4u], odd_bytes[d / 4u], (d & 1u) == 1u);
+    let count = (halves >> (16u * ((d / 2u) & 1u))) & 0xffffu;
+    if (count != 0u) { atomicAdd(&tile_counts[d], count); }
+  }
 )";
+
+std::string digit_count_wgsl(const Schedule& schedule, bool packed) {
+  const std::uint32_t keys =
+      knob(schedule, "workgroup_size") * knob(schedule, "keys_per_invocation") / kCountWorkgroup;
+  const std::string subgroup_builtins =
+      packed ? ",\n               @builtin(subgroup_invocation_id) lane: u32, "
+               "@builtin(subgroup_size) sg: u32"
+             : "";
+  return "const COUNT_WG: u32 = " + std::to_string(kCountWorkgroup) +
+         "u;\n"
+         "const COUNT_KEYS: u32 = " +
+         std::to_string(keys) +
+         "u;  // keys per invocation\n"
+         "const COUNT_CHUNK: u32 = " +
+         std::to_string(std::min(keys, 16u)) +
+         "u;  // keys loaded before they are counted\n"
+         "// COUNT_CHUNK keys, COUNT_WG apart from `first` (clamped loads: no branch).\n"
+         "fn load_count_chunk(first: u32) -> array<u32, COUNT_CHUNK> {\n"
+         "  let last = max(params.n, 1u) - 1u;\n"
+         "  var keys = array<u32, COUNT_CHUNK>();\n"
+         "  for (var item = 0u; item < COUNT_CHUNK; item++) {\n"
+         "    keys[item] = keys_in[min(first + item * COUNT_WG, last)];\n"
+         "  }\n"
+         "  return keys;\n"
+         "}\n"
+         "@compute @workgroup_size(COUNT_WG)\n"
+         "fn digit_count(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: "
+         "vec3u,\n"
+         "               @builtin(local_invocation_index) local: u32" +
+         subgroup_builtins +
+         ") {\n"
+         "  let tile = linear_workgroup(group, groups);\n"
+         "  for (var d = local; d < DIGITS; d += COUNT_WG) { atomicStore(&tile_counts[d], 0u); }\n"
+         "  let first = tile * (WG * KPI) + local;\n" +
+         (packed ? kPackedCountWgsl : kAtomicCountWgsl) +
+         "  workgroupBarrier();\n"
+         "  if (tile >= params.tiles) { return; }\n"
+         "  for (var d = local; d < DIGITS; d += COUNT_WG) {\n"
+         "    counts[d * params.tiles + tile] = atomicLoad(&tile_counts[d]);\n"
+         "  }\n"
+         "}\n";
+}
 
 std::string RadixSort::generate_wgsl(const Schedule& schedule) const {
-  const std::uint32_t bits = knob(schedule, "digit_bits");
+  const std::uint32_t wg_value = knob(schedule, "workgroup_size");
+  const std::string wg = std::to_string(wg_value);
+  const std::string kpi = knob_string(schedule, "keys_per_invocation");
+  const std::uint32_t digits_value = 1u << knob(schedule, "digit_bits");
+  const std::string digits = std::to_string(digits_value);
+  const std::string mask = std::to_string(digits_value - 1);
   const bool subgroups = knob(schedule, "use_subgroups") == 1;
   std::string wgsl = std::string(subgroups ? "enable subgroups;\n" : "") + kLinearWorkgroupWgsl +
-                     "\nstruct Params { n: u32, tiles: u32, shift: u32, status_length: u32 }\n"
+                     "\nstruct Params { n: u32, tiles: u32, shift: u32, count_length: u32, "
+                     "count_blocks: u32 }\n"
                      "@group(0) @binding(0) var<uniform> params: Params;\n"
                      "@group(0) @binding(1) var<storage, read> keys_in: array<u32>;\n"
                      "@group(0) @binding(2) var<storage, read_write> keys_out: array<u32>;\n"
-                     "@group(0) @binding(3) var<storage, read_write> status: array<atomic<u32>>;\n"
-                     "@group(0) @binding(4) var<storage, read_write> digit_offsets: "
-                     "array<atomic<u32>>;\n";
+                     "@group(0) @binding(3) var<storage, read_write> counts: array<u32>;\n"
+                     "@group(0) @binding(4) var<storage, read_write> block_sums: array<u32>;\n";
   if (pairs_) {
     wgsl +=
         "@group(0) @binding(5) var<storage, read> values_in: array<u32>;\n"
         "@group(0) @binding(6) var<storage, read_write> values_out: array<u32>;\n";
   }
-  wgsl += "\nconst WG: u32 = " + knob_string(schedule, "workgroup_size") +
-          "u;\nconst KPI: u32 = " + knob_string(schedule, "keys_per_invocation") +
-          "u;\nconst TILE: u32 = WG * KPI;\nconst BITS: u32 = " + std::to_string(bits) +
-          "u;\nconst DIGITS: u32 = " + std::to_string(1u << bits) +
-          "u;\nconst ROUNDS: u32 = " + std::to_string(32 / bits) +
-          "u;\nconst SPINS: u32 = " + std::to_string(kSpins) +
-          "u;\nconst WINDOW: u32 = " + std::to_string(kLookBackWindow) +
-          "u;  // predecessors read at once\n"
-          "fn digit(key: u32) -> u32 { return (key >> params.shift) & (DIGITS - 1u); }\n" +
-          kHistogramWgsl + kLookBackWgsl;
+  wgsl += "\nconst WG: u32 = " + wg + "u;\nconst KPI: u32 = " + kpi +
+          "u;\nconst DIGITS: u32 = " + digits +
+          "u;\n"
+          "fn digit(key: u32) -> u32 { return (key >> params.shift) & " +
+          mask +
+          "u; }\n"
+          "fn scan_length() -> u32 { return params.count_length; }\n"
+          "fn scan_blocks() -> u32 { return params.count_blocks; }\n"
+          "fn scan_value(i: u32) -> u32 { return counts[i]; }\n"
+          "fn scan_store(i: u32, prefix: u32) { counts[i] = prefix; }\n"
+          "fn scan_total(total: u32) {}\n\n" +
+          workgroup_scan_wgsl(wg_value) +
+          reduce_then_scan_wgsl("counts", wg_value, kCountScanItems) +
+          "\nvar<workgroup> tile_counts: array<atomic<u32>, DIGITS>;\n";
+  wgsl += digit_count_wgsl(schedule, subgroups && digits_value <= 16);
   return wgsl + (subgroups ? subgroup_ranked_scatter_wgsl(schedule)
                            : invocation_ranked_scatter_wgsl(schedule));
 }
@@ -447,10 +370,11 @@ std::string RadixSort::invocation_ranked_scatter_wgsl(const Schedule& schedule) 
   return "\nvar<workgroup> digit_prefix: array<u32, " + std::to_string(digits * wg) +
          ">;\n"
          "@compute @workgroup_size(WG)\n"
-         "fn scatter(@builtin(local_invocation_index) local: u32) {\n"
-         "  let tile = claim_tile(local);\n"
-         "  if (tile >= params.tiles) { return; }\n"
-         "  let first = tile * TILE + local * KPI;\n"
+         "fn scatter(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: "
+         "vec3u,\n"
+         "           @builtin(local_invocation_index) local: u32) {\n"
+         "  let tile = linear_workgroup(group, groups);\n"
+         "  let first = tile * (WG * KPI) + local * KPI;\n"
          "  var keys = array<u32, KPI>();\n" +
          std::string(pairs_ ? "  var values = array<u32, KPI>();\n" : "") +
          "  var mine = array<u32, DIGITS>();\n"
@@ -474,13 +398,11 @@ std::string RadixSort::invocation_ranked_scatter_wgsl(const Schedule& schedule) 
          "    for (var d = 0u; d < DIGITS; d++) { digit_prefix[d * WG + local] += adds[d]; }\n"
          "    workgroupBarrier();\n"
          "  }\n"
-         "  for (var d = local; d < DIGITS; d += WG) {\n"
-         "    tile_start[d] = tile_digit_start(tile, d, digit_prefix[d * WG + WG - 1u]);\n"
-         "  }\n"
-         "  workgroupBarrier();\n"
+         "  if (tile >= params.tiles) { return; }\n"
          "  var next = array<u32, DIGITS>();\n"
          "  for (var d = 0u; d < DIGITS; d++) {\n"
-         "    next[d] = tile_start[d] + digit_prefix[d * WG + local] - mine[d];\n"
+         "    next[d] = counts[d * params.tiles + tile] + digit_prefix[d * WG + local] - "
+         "mine[d];\n"
          "  }\n"
          "  for (var j = 0u; j < KPI; j++) {\n"
          "    if (first + j < params.n) {\n"
@@ -504,7 +426,10 @@ std::string RadixSort::subgroup_ranked_scatter_wgsl(const Schedule& schedule) co
   const std::uint32_t counter_words = subgroup_counter_words(schedule);
   const std::uint32_t digits_per_invocation = std::max(1u, digits / wg);
   std::string wgsl =
-      "\nconst WORDS: u32 = " + std::to_string(digits / 2) +
+      "\nconst BITS: u32 = " + knob_string(schedule, "digit_bits") +
+      "u;\n"
+      "const WORDS: u32 = " +
+      std::to_string(digits / 2) +
       "u;  // counter words per subgroup\n"
       "const COUNTER_WORDS: u32 = " +
       std::to_string(counter_words) +
@@ -517,7 +442,10 @@ std::string RadixSort::subgroup_ranked_scatter_wgsl(const Schedule& schedule) co
       ">;\n"
       "var<workgroup> digit_base: array<u32, DIGITS>;\n"
       "var<workgroup> digit_group_sums: array<u32, " +
-      std::to_string(wg / kMinSubgroup) + ">;  // the digits' sums per subgroup\n" +
+      std::to_string(wg / kMinSubgroup) +
+      ">;  // the digits' sums per subgroup\n"
+      "var<workgroup> tile_start: array<u32, DIGITS>;  // the tile's first output place per "
+      "digit\n" +
       std::string(pairs_
                       ? "var<workgroup> ranked_values: array<u32, " + std::to_string(tile) + ">;\n"
                       : "") +
@@ -564,15 +492,19 @@ std::string RadixSort::subgroup_ranked_scatter_wgsl(const Schedule& schedule) co
       "  return same;\n"
       "}\n\n"
       "@compute @workgroup_size(WG)\n"
-      "fn scatter(@builtin(local_invocation_index) local: u32,\n"
+      "fn scatter(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,\n"
+      "           @builtin(local_invocation_index) local: u32,\n"
       "           @builtin(subgroup_invocation_id) lane: u32,\n"
       "           @builtin(subgroup_size) sg: u32) {\n"
-      "  let tile = claim_tile(local);\n"
+      "  let tile = linear_workgroup(group, groups);\n"
       "  if (tile >= params.tiles) { return; }\n"
       "  let subgroup = local / sg;\n"
       "  for (var w = local; w < COUNTER_WORDS; w += WG) { atomicStore(&ranked[w], 0u); }\n"
       "  workgroupBarrier();\n"
-      "  let run = tile * TILE + subgroup * sg * KPI;\n"
+      // The tile's output bases are read now, so that their latency passes during the ranking.
+      "  for (var d = local; d < DIGITS; d += WG) { tile_start[d] = counts[d * params.tiles + "
+      "tile]; }\n"
+      "  let run = tile * (WG * KPI) + subgroup * sg * KPI;\n"
       "  let below = lanes_below(lane);\n"
       // Every key is loaded before the ranking, clamped and selected rather than guarded by a
       // branch: ballots follow.
@@ -623,12 +555,6 @@ std::string RadixSort::subgroup_ranked_scatter_wgsl(const Schedule& schedule) co
       "    digit_base[2u * q + 1u] = running >> 16u;\n"
       "  }\n"
       "  workgroupBarrier();\n"
-      // The tile's counts are known: publish them and look back, before the scan over digits
-      // (whose subgroup operations follow the barrier, in reconverged control flow).
-      "  for (var d = local; d < DIGITS; d += WG) {\n"
-      "    tile_start[d] = tile_digit_start(tile, d, digit_base[d]);\n"
-      "  }\n"
-      "  workgroupBarrier();\n"
       // Exclusive scan over the digits: invocation t owns digits [t PER, t PER + PER). A subgroup
       // scan and one barrier, where a workgroup scan takes 2 log2(WG) + 2; the sums are read by
       // a select, not a branch, since a subgroup scan follows.
@@ -664,7 +590,7 @@ std::string RadixSort::subgroup_ranked_scatter_wgsl(const Schedule& schedule) co
       "    digit_base[d] = tile_start[d] - digit_base[d];\n"
       "  }\n"
       "  workgroupBarrier();\n"
-      "  let valid = min(TILE, params.n - tile * TILE);\n"
+      "  let valid = min(WG * KPI, params.n - tile * (WG * KPI));\n"
       "  for (var p = local; p < valid; p += WG) {\n"
       "    let key = atomicLoad(&ranked[p]);\n"
       "    keys_out[digit_base[digit(key)] + p] = key;\n" +

@@ -144,7 +144,7 @@ TEST(KernelCatalogTest, IllegalSchedulesNameTheKnobTheValueAndTheLimit) {
           .value();
   EXPECT_EQ(sort_pairs.check_schedule(schedule, large_adapter()).error().message(),
             "Knobs workgroup_size (512), keys_per_invocation (16), digit_bits (8) and "
-            "use_subgroups (1) need 67844 bytes of workgroup memory, more than "
+            "use_subgroups (1) need 70912 bytes of workgroup memory, more than "
             "maxComputeWorkgroupStorageSize (49152).");
 
   // The chained scan's workgroup memory grows with the tile only where compaction stages it.
