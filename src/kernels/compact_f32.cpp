@@ -82,13 +82,17 @@ fn scan_finish_tile(tile_prefix: u32, tile_total: u32, local: u32) {}
 class CompactF32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "compact_f32"; }
-  std::uint32_t revision() const override { return 5; }
+  std::uint32_t revision() const override { return 6; }
   std::string_view summary() const override {
     return "the x[i] > threshold, in input order, and their count";
   }
 
   std::vector<KnobSpec> knobs() const override {
-    return {{"workgroup_size", "invocations per workgroup", {64, 128, 256, 512, 1024}, 256},
+    // No workgroups of 1024: on the H200 (driver 580.159.04) those with subgroups and 2 or more
+    // vectors per invocation took over 33 s to certify or gave wrong counts for single tiles,
+    // by workgroup id or claimed (docs/measurements/2026-12-01-h200-s16-call6-1024.txt), while
+    // the scan's kernel of the same shape certified in 3 s; 1024 never timed fastest.
+    return {{"workgroup_size", "invocations per workgroup", {64, 128, 256, 512}, 256},
             {"vectors_per_invocation", "vec4 per invocation", {1, 2, 4, 8, 16}, 1},
             {"use_subgroups", "scan within subgroups first", {0, 1}, 0},
             {"look_back_window", "predecessors read at once by the look-back", {32, 256}, 32},
