@@ -13,6 +13,7 @@
 #include <random>
 
 #include "gpu/gpu_test_support.hpp"
+#include "support/delegating_kernel.hpp"
 #include "support/temp_dir.hpp"
 #include "support/test_manifests.hpp"
 #include "wgsl_forge/forge.hpp"
@@ -392,6 +393,45 @@ TEST_F(ForgeCliTest, AutoTuneAllTwiceThenADamagedEntryThenStartUp) {
   for (std::size_t i = 0; i < x.size(); ++i) {
     EXPECT_NEAR(y[i], -3.0f * x[i] + 0.25f, 1e-5f * (1 + std::abs(x[i]))) << i;
   }
+}
+
+// affine_f32 whose certification draw carries a threshold its plan refuses, as compact_f32's
+// draw may carry one that keeps nothing: bench must time the problem it was given.
+class DrawnThresholdAffine final : public testing::DelegatingKernel {
+ public:
+  DrawnThresholdAffine() : DelegatingKernel("affine_f32") {}
+  std::string_view id() const override { return "drawn_threshold_affine"; }
+  std::uint32_t revision() const override { return 1; }
+  std::string_view summary() const override { return "affine_f32 with a drawn threshold"; }
+  Result<kernels::DispatchPlan> plan(const Schedule& schedule, const kernels::Problem& problem,
+                                     const kernels::DeviceCapabilities& device) const override {
+    if (problem.threshold == kDrawn) {
+      return Error(ErrorKind::kInvalidInput, "the certification draw's problem was bound");
+    }
+    return base_.plan(schedule, problem, device);
+  }
+  kernels::CaseInputs make_inputs(const kernels::CaseSpec& spec,
+                                  std::uint64_t seed) const override {
+    kernels::CaseInputs inputs = base_.make_inputs(spec, seed);
+    inputs.problem.threshold = kDrawn;
+    return inputs;
+  }
+
+ private:
+  static constexpr float kDrawn = 123.5f;
+};
+
+TEST(BenchTest, TimesTheProblemAsGivenNotTheCertificationDraws) {
+  testing::TempDir temp;
+  DrawnThresholdAffine kernel;
+  kernels::Problem problem;
+  problem.elements = 4099;
+  gpu::TimingOptions timing;
+  timing.samples = 3;
+  Result<forge::BenchRow> row = forge::bench_kernel(
+      testing::shared_device(), ManifestCache(temp.path()), kernel, problem, timing);
+  ASSERT_TRUE(row.ok()) << row.error().to_string();
+  EXPECT_GT(row->default_timing.median_ns, 0);
 }
 
 TEST(KernelLibraryTest, UntunedKernelsRunWithTheDefaultScheduleAndSaySo) {

@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "gpu/gpu_test_support.hpp"
+#include "support/delegating_kernel.hpp"
 #include "support/temp_dir.hpp"
 #include "support/test_manifests.hpp"
 #include "wgsl_forge/forge.hpp"
@@ -18,16 +19,17 @@ enum Mode : std::int64_t { kHealthy, kNoCompile, kInvalidPipeline, kSlow, kWrong
 
 // affine_f32 with one extra knob, `mode`, that makes its WGSL misbehave in one way; every other
 // knob is pinned to affine's default so that the space is exactly the five modes.
-class MisbehavingAffine final : public kernels::KernelDefinition {
+class MisbehavingAffine final : public testing::DelegatingKernel {
  public:
-  explicit MisbehavingAffine(std::uint64_t spin_iterations) : spin_(spin_iterations) {}
+  explicit MisbehavingAffine(std::uint64_t spin_iterations)
+      : DelegatingKernel("affine_f32"), spin_(spin_iterations) {}
 
   std::string_view id() const override { return "misbehaving_affine"; }
   std::uint32_t revision() const override { return 1; }
   std::string_view summary() const override { return "affine_f32 with a misbehaviour knob"; }
   std::vector<kernels::KnobSpec> knobs() const override {
     std::vector<kernels::KnobSpec> pinned;
-    for (kernels::KnobSpec knob : affine_.knobs()) {
+    for (kernels::KnobSpec knob : base_.knobs()) {
       knob.values = {knob.default_value};
       pinned.push_back(knob);
     }
@@ -37,12 +39,11 @@ class MisbehavingAffine final : public kernels::KernelDefinition {
                       kHealthy});
     return pinned;
   }
-  std::vector<KernelBinding> bindings() const override { return affine_.bindings(); }
   std::vector<std::string> entry_points(const Schedule& schedule) const override {
-    return affine_.entry_points(without_mode(schedule));
+    return base_.entry_points(without_mode(schedule));
   }
   std::string generate_wgsl(const Schedule& schedule) const override {
-    std::string wgsl = affine_.generate_wgsl(without_mode(schedule));
+    std::string wgsl = base_.generate_wgsl(without_mode(schedule));
     switch (*schedule.get("mode")) {
       case kNoCompile:
         return wgsl + "\nfn broken( {\n";
@@ -65,26 +66,7 @@ class MisbehavingAffine final : public kernels::KernelDefinition {
   }
   Result<kernels::DispatchPlan> plan(const Schedule& schedule, const kernels::Problem& problem,
                                      const kernels::DeviceCapabilities& device) const override {
-    return affine_.plan(without_mode(schedule), problem, device);
-  }
-  std::string tolerance() const override { return affine_.tolerance(); }
-  std::vector<kernels::CaseSpec> certification_cases() const override {
-    return affine_.certification_cases();
-  }
-  kernels::CaseInputs make_inputs(const kernels::CaseSpec& spec,
-                                  std::uint64_t seed) const override {
-    return affine_.make_inputs(spec, seed);
-  }
-  kernels::CaseVerdict check(
-      const kernels::CaseInputs& inputs,
-      const std::map<std::string, std::vector<std::byte>>& outputs) const override {
-    return affine_.check(inputs, outputs);
-  }
-  kernels::WorkAmount work(const kernels::Problem& problem) const override {
-    return affine_.work(problem);
-  }
-  kernels::Problem tuning_problem(bool cpu_adapter) const override {
-    return affine_.tuning_problem(cpu_adapter);
+    return base_.plan(without_mode(schedule), problem, device);
   }
 
  private:
@@ -100,7 +82,6 @@ class MisbehavingAffine final : public kernels::KernelDefinition {
     return text;
   }
 
-  const kernels::KernelDefinition& affine_ = *kernels::find_kernel("affine_f32").value();
   std::uint64_t spin_;
 };
 
