@@ -95,7 +95,6 @@ const char* const kBlockedTileWgsl =
 const char* const kBlockedScan = R"(  var offsets = array<u32, VECTORS>();
   var sum = 0u;
   for (var k = 0u; k < VECTORS; k++) {
-    let v = tile_vector(tile, local, lane, lanes, k);
     offsets[k] = sum;
     sum += sum4(scan_items(raw[k]));
   }
@@ -121,7 +120,6 @@ std::string striped_tile_wgsl(const ChainedScanShape& shape) {
 const char* const kStripedScan = R"(  var offsets = array<u32, VECTORS>();
   var run_total = 0u;
   for (var k = 0u; k < VECTORS; k++) {
-    let v = tile_vector(tile, local, lane, lanes, k);
     let sum = sum4(scan_items(raw[k]));
     let inclusive = subgroupInclusiveAdd(sum);
     offsets[k] = run_total + inclusive - sum;

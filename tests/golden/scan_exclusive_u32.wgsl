@@ -170,7 +170,6 @@ fn scan_tiles(@builtin(workgroup_id) workgroup: vec3u, @builtin(num_workgroups) 
   var offsets = array<u32, VECTORS>();
   var sum = 0u;
   for (var k = 0u; k < VECTORS; k++) {
-    let v = tile_vector(tile, local, lane, lanes, k);
     offsets[k] = sum;
     sum += sum4(scan_items(raw[k]));
   }
