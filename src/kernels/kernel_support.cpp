@@ -199,6 +199,14 @@ std::uint32_t knob(const Schedule& schedule, const char* name) {
   return static_cast<std::uint32_t>(schedule.get(name).value_or(0));
 }
 
+std::string unrolled_loop(const std::string& index, std::uint32_t count, const std::string& body) {
+  std::string wgsl;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    wgsl += "  {\n    const " + index + " = " + std::to_string(i) + "u;\n" + body + "  }\n";
+  }
+  return wgsl;
+}
+
 }  // namespace wgsl_forge::kernels::support
 
 namespace wgsl_forge::kernels::support {

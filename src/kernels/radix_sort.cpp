@@ -26,7 +26,8 @@
 //      out in order, so that consecutive invocations write consecutive addresses of each
 //      digit's run. This needs subgroups of at least 8 invocations (room for workgroup_size / 8
 //      subgroups' counters) and numbered in order of local_invocation_index, as Vulkan drivers
-//      do; certification checks the result.
+//      do; certification checks the result. The loops over an invocation's key slots are
+//      unrolled (unrolled_loop), so that Dawn's bounds clamps are not needed on their indices.
 // Past the end of the input, the last tile's keys read as 0xffffffff: they rank after every real
 // key of the last digit, and are not written.
 // Knobs: workgroup_size, keys_per_invocation, digit_bits (2, 4, or 8 with subgroups),
@@ -55,7 +56,7 @@ class RadixSort final : public KernelDefinition {
   std::string_view id() const override {
     return pairs_ ? "radix_sort_pairs_u32" : "radix_sort_u32";
   }
-  std::uint32_t revision() const override { return 3; }
+  std::uint32_t revision() const override { return 4; }
   std::string_view summary() const override {
     return pairs_ ? "stable ascending sort of u32 keys carrying u32 values"
                   : "ascending sort of u32 keys";
@@ -422,7 +423,8 @@ std::string RadixSort::invocation_ranked_scatter_wgsl(const Schedule& schedule) 
 std::string RadixSort::subgroup_ranked_scatter_wgsl(const Schedule& schedule) const {
   const std::uint32_t wg = knob(schedule, "workgroup_size");
   const std::uint32_t digits = 1u << knob(schedule, "digit_bits");
-  const std::uint32_t tile = wg * knob(schedule, "keys_per_invocation");
+  const std::uint32_t kpi = knob(schedule, "keys_per_invocation");
+  const std::uint32_t tile = wg * kpi;
   const std::uint32_t counter_words = subgroup_counter_words(schedule);
   const std::uint32_t digits_per_invocation = std::max(1u, digits / wg);
   std::string wgsl =
@@ -511,36 +513,36 @@ std::string RadixSort::subgroup_ranked_scatter_wgsl(const Schedule& schedule) co
       "  let last = params.n - 1u;  // a tile exists, so n > 0\n"
       "  var keys = array<u32, KPI>();\n" +
       std::string(pairs_ ? "  var values = array<u32, KPI>();\n" : "") +
-      "  for (var j = 0u; j < KPI; j++) {\n"
-      "    let i = run + j * sg + lane;\n"
-      "    keys[j] = select(0xffffffffu, keys_in[min(i, last)], i < params.n);\n" +
-      std::string(pairs_ ? "    values[j] = values_in[min(i, last)];\n" : "") +
-      "  }\n"
-      "  var places = array<u32, KPI>();  // rank among the subgroup's keys of the same digit\n"
-      "  for (var j = 0u; j < KPI; j++) {\n"
-      "    let d = digit(keys[j]);\n"
-      "    var rank = 0u;\n"
-      "    var peers = 0u;\n"
-      "    var leader = 0u;\n"
-      "    if (sg <= 32u) {\n"
-      "      let same = same_digit_narrow(d);\n"
-      "      rank = countOneBits(same & below.x);\n"
-      "      peers = countOneBits(same);\n"
-      "      leader = firstTrailingBit(same);\n"
-      "    } else {\n"
-      "      let same = same_digit_wide(d);\n"
-      "      rank = lanes_in(same & below);\n"
-      "      peers = lanes_in(same);\n"
-      "      leader = first_lane(same);\n"
-      "    }\n"
-      "    var before = 0u;\n"
-      "    if (rank == 0u) {\n"
-      "      let half = 16u * (d & 1u);\n"
-      "      let word = atomicAdd(&ranked[subgroup * WORDS + d / 2u], peers << half);\n"
-      "      before = (word >> half) & 0xffffu;\n"
-      "    }\n"
-      "    places[j] = subgroupShuffle(before, leader) + rank;\n"
-      "  }\n"
+      unrolled_loop("j", kpi,
+                    "    let i = run + j * sg + lane;\n"
+                    "    keys[j] = select(0xffffffffu, keys_in[min(i, last)], i < params.n);\n" +
+                        std::string(pairs_ ? "    values[j] = values_in[min(i, last)];\n" : "")) +
+      "  var places = array<u32, KPI>();  // rank among the subgroup's keys of the same "
+      "digit\n" +
+      unrolled_loop(
+          "j", kpi,
+          "    let d = digit(keys[j]);\n"
+          "    var rank = 0u;\n"
+          "    var peers = 0u;\n"
+          "    var leader = 0u;\n"
+          "    if (sg <= 32u) {\n"
+          "      let same = same_digit_narrow(d);\n"
+          "      rank = countOneBits(same & below.x);\n"
+          "      peers = countOneBits(same);\n"
+          "      leader = firstTrailingBit(same);\n"
+          "    } else {\n"
+          "      let same = same_digit_wide(d);\n"
+          "      rank = lanes_in(same & below);\n"
+          "      peers = lanes_in(same);\n"
+          "      leader = first_lane(same);\n"
+          "    }\n"
+          "    var before = 0u;\n"
+          "    if (rank == 0u) {\n"
+          "      let half = 16u * (d & 1u);\n"
+          "      let word = atomicAdd(&ranked[subgroup * WORDS + d / 2u], peers << half);\n"
+          "      before = (word >> half) & 0xffffu;\n"
+          "    }\n"
+          "    places[j] = subgroupShuffle(before, leader) + rank;\n") +
       "  workgroupBarrier();\n"
       // Exclusive scan over the subgroups, two digits per word: each half stays below 2^16.
       "  let subgroups = WG / sg;\n"
@@ -575,17 +577,15 @@ std::string RadixSort::subgroup_ranked_scatter_wgsl(const Schedule& schedule) co
       "      start += total;\n"
       "    }\n"
       "  }\n"
-      "  workgroupBarrier();\n"
-      "  for (var j = 0u; j < KPI; j++) {\n"
-      "    let d = digit(keys[j]);\n"
-      "    let word = atomicLoad(&ranked[subgroup * WORDS + d / 2u]);\n"
-      "    places[j] += digit_base[d] + ((word >> (16u * (d & 1u))) & 0xffffu);\n"
-      "  }\n"
-      "  workgroupBarrier();\n"
-      "  for (var j = 0u; j < KPI; j++) {\n"
-      "    atomicStore(&ranked[places[j]], keys[j]);\n" +
-      std::string(pairs_ ? "    ranked_values[places[j]] = values[j];\n" : "") +
-      "  }\n"
+      "  workgroupBarrier();\n" +
+      unrolled_loop("j", kpi,
+                    "    let d = digit(keys[j]);\n"
+                    "    let word = atomicLoad(&ranked[subgroup * WORDS + d / 2u]);\n"
+                    "    places[j] += digit_base[d] + ((word >> (16u * (d & 1u))) & 0xffffu);\n") +
+      "  workgroupBarrier();\n" +
+      unrolled_loop("j", kpi,
+                    "    atomicStore(&ranked[places[j]], keys[j]);\n" +
+                        std::string(pairs_ ? "    ranked_values[places[j]] = values[j];\n" : "")) +
       "  for (var d = local; d < DIGITS; d += WG) {\n"
       "    digit_base[d] = tile_start[d] - digit_base[d];\n"
       "  }\n"
