@@ -16,9 +16,11 @@ void print_adapter(const gpu::AdapterInfo& info) {
     std::snprintf(text, sizeof text, "0x%04x", value);
     return std::string(text);
   };
-  std::string features;
-  for (const std::string& feature : info.features)
-    features += (features.empty() ? "" : ", ") + feature;
+  auto joined = [](const std::vector<std::string>& items) {
+    std::string text;
+    for (const std::string& item : items) text += (text.empty() ? "" : ", ") + item;
+    return text.empty() ? std::string("(none)") : text;
+  };
   std::cout << "adapter:       " << info.identity.name << "\n"
             << "vendor/device: " << hex(info.identity.vendor) << " / " << hex(info.identity.device)
             << " (" << info.vendor_name
@@ -27,7 +29,8 @@ void print_adapter(const gpu::AdapterInfo& info) {
             << "\n"
             << "driver:        " << info.identity.driver << " " << info.identity.driver_info << "\n"
             << "subgroups:     " << info.subgroup_min_size << ".." << info.subgroup_max_size << "\n"
-            << "features:      " << (features.empty() ? "(none)" : features) << "\n"
+            << "features:      " << joined(info.features) << "\n"
+            << "toggles:       " << joined(info.toggles) << "\n"
             << "limits:        " << limits.max_compute_invocations_per_workgroup
             << " invocations/workgroup, " << limits.max_compute_workgroups_per_dimension
             << " workgroups/dimension, " << limits.max_compute_workgroup_storage_size

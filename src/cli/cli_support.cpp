@@ -9,6 +9,7 @@ Result<std::unique_ptr<gpu::Device>> open_device(const GlobalOptions& options) {
   gpu::RuntimeOptions runtime;
   runtime.library_path = options.webgpu_library;
   runtime.backend = options.backend;
+  runtime.bounds_checks = options.bounds_checks;
   return gpu::Device::open(runtime);
 }
 

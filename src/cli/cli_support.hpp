@@ -24,6 +24,7 @@ struct GlobalOptions {
   std::optional<std::filesystem::path> cache_dir;
   std::optional<std::filesystem::path> webgpu_library;
   std::string backend = "vulkan";
+  bool bounds_checks = true;  // false: --no-bounds-checks (gpu::RuntimeOptions::bounds_checks)
 };
 
 // Prints "wgsl-forge: error: <message and context>" to stderr, on one line (a compiler's
@@ -32,7 +33,8 @@ int report_error(const Error& error);
 // `text` with its line breaks turned into spaces, for one-line error reports.
 std::string one_line(std::string text);
 
-// The device and the cache that the global options (--webgpu-lib, --backend, --cache) name.
+// The device and the cache that the global options (--webgpu-lib, --backend,
+// --no-bounds-checks, --cache) name.
 Result<std::unique_ptr<gpu::Device>> open_device(const GlobalOptions& options);
 // kWrite also proves the cache directory writable, before any GPU work is spent.
 enum class CacheUse { kRead, kWrite };

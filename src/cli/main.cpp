@@ -17,7 +17,8 @@ int main(int argc, char** argv) {
   CLI::App app("wgsl-forge: generates, certifies and tunes WGSL compute kernels", "wgsl-forge");
   app.set_version_flag("--version", std::string("wgsl-forge ") + wgsl_forge::kVersion);
   app.require_subcommand(1);
-  // Global options (--cache, --webgpu-lib, --backend) may also follow the subcommand.
+  // Global options (--cache, --webgpu-lib, --backend, --no-bounds-checks) may also follow the
+  // subcommand.
   app.fallthrough();
 
   GlobalOptions options;
@@ -31,6 +32,10 @@ int main(int argc, char** argv) {
                  "webgpu.h library to load (default: $WGSL_FORGE_WEBGPU_LIB, else the Dawn build "
                  "that scripts/setup.sh installed)");
   app.add_option("--backend", options.backend, "WebGPU backend: vulkan (default) or any");
+  app.add_flag("!--no-bounds-checks", options.bounds_checks,
+               "Run kernels without Dawn's bounds clamps (toggle disable_robustness): faster for "
+               "some kernels, slower for others, unsafe for a kernel that indexes out of range; "
+               "kernels are tuned and cached apart from those with clamps");
 
   std::function<int()> run;
   add_cache_commands(app, options, run);

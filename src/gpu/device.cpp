@@ -223,10 +223,13 @@ Status request_device(DeviceState& state, const RuntimeOptions& options) {
   // Dawn rounds timestamps down to 65.536 us unless this toggle is off; the toggle is part of the
   // topology hash, so timings taken with and without it are never mixed.
   static const char* const kDisabledToggles[] = {"timestamp_quantization"};
+  static const char* const kEnabledToggles[] = {"disable_robustness"};
   WGPUDawnTogglesDescriptor toggles{};
   toggles.chain.sType = kSTypeDawnTogglesDescriptor;
   toggles.disabledToggleCount = timestamps ? 1 : 0;
   toggles.disabledToggles = kDisabledToggles;
+  toggles.enabledToggleCount = options.bounds_checks ? 0 : 1;
+  toggles.enabledToggles = kEnabledToggles;
 
   WGPUDeviceDescriptor descriptor{};
   descriptor.nextInChain = &toggles.chain;
@@ -266,6 +269,7 @@ Status request_device(DeviceState& state, const RuntimeOptions& options) {
   state.queue = state.api->DeviceGetQueue(state.device);
   state.gpu_timestamps = timestamps;
   if (timestamps) state.info.toggles.push_back("disabled:timestamp_quantization");
+  if (!options.bounds_checks) state.info.toggles.push_back("enabled:disable_robustness");
   return Ok{};
 }
 

@@ -163,6 +163,33 @@ TEST_F(ForgeCliTest, BenchTimesTunedDefaultCopyCeilingAndEachPass) {
   }
 }
 
+// --no-bounds-checks opens the device without Dawn's clamps; the toggle is part of the adapter's
+// key, so what is tuned that way is found only by commands run the same way.
+TEST_F(ForgeCliTest, KernelsTunedWithoutBoundsChecksAreCachedApart) {
+  CommandResult adapter = run_cli("--no-bounds-checks adapters --json " + cache_flag());
+  ASSERT_EQ(adapter.exit_code, 0) << adapter.output;
+  const nlohmann::json unchecked = nlohmann::json::parse(adapter.output);
+  const nlohmann::json toggles = unchecked.at("toggles");
+  EXPECT_NE(std::find(toggles.begin(), toggles.end(), "enabled:disable_robustness"), toggles.end())
+      << adapter.output;
+  CommandResult checked = run_cli("adapters --json " + cache_flag());
+  ASSERT_EQ(checked.exit_code, 0) << checked.output;
+  EXPECT_NE(nlohmann::json::parse(checked.output).at("topology_hash"),
+            unchecked.at("topology_hash"));
+
+  ASSERT_EQ(run_cli("tune affine_f32 --budget 1 --size 5000 --no-bounds-checks " + cache_flag())
+                .exit_code,
+            0);
+  auto tuned_in = [&](const std::string& flags) {
+    CommandResult bench =
+        run_cli("bench affine_f32 --size 5000 --samples 3 --json " + flags + cache_flag());
+    EXPECT_EQ(bench.exit_code, 0) << bench.output;
+    return nlohmann::json::parse(bench.output).at("kernels").at(0).contains("tuned_schedule");
+  };
+  EXPECT_TRUE(tuned_in("--no-bounds-checks "));
+  EXPECT_FALSE(tuned_in(""));
+}
+
 TEST_F(ForgeCliTest, HandBrokenSourcesAreRejectedWithTheirFirstMismatch) {
   // An off-by-one bound (the last vector is never written) and a wrong constant.
   const std::string off_by_one = replace_once(default_affine_wgsl(), "if (i < params.vectors)",

@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
+#include <map>
 #include <random>
 
 #include "gpu/gpu_test_support.hpp"
@@ -379,6 +381,60 @@ TEST(TopologyHashTest, ChangesWithWhatCanChangeAWinner) {
   other = info;
   other.library_path = "/elsewhere/libwebgpu.so";  // where the library lies is not part of it
   EXPECT_EQ(gpu::compute_topology_hash(other), base);
+}
+
+// Reads past the end of a 4-word workgroup array. Dawn's clamps make every such read the array's
+// last word; without them (bounds_checks false) the reads reach past it, into the array declared
+// next or elsewhere, so that not all of them can equal that word. (Reads past a storage binding
+// read zeros on lavapipe either way, by the driver's own robustness.) The toggle is also part of
+// the topology hash.
+TEST(BoundsChecksTest, SwitchingThemOffReachesDawnAndKeysTheAdapterApart) {
+  const std::uint64_t seed = testing::test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (rerun with WGSL_FORGE_TEST_SEED)");
+  std::mt19937 random(static_cast<std::uint32_t>(seed));
+  std::vector<std::uint32_t> data(12);
+  for (std::uint32_t& word : data) word = static_cast<std::uint32_t>(random()) | 1u;
+  data[3] &= ~1u;  // every other word is odd: the array's last word is unique
+  const std::string wgsl =
+      "@group(0) @binding(0) var<storage, read> x: array<u32>;\n"
+      "@group(0) @binding(1) var<storage, read_write> y: array<u32>;\n"
+      "var<workgroup> four: array<u32, 4>;\n"
+      "var<workgroup> after: array<u32, 8>;\n"
+      "@compute @workgroup_size(8)\n"
+      "fn main(@builtin(local_invocation_index) i: u32) {\n"
+      "  if (i < 4u) { four[i] = x[i]; }\n"
+      "  after[i] = x[4u + i];\n"
+      "  workgroupBarrier();\n"
+      "  y[i] = four[4u + i];\n"
+      "}\n";
+  const std::vector<KernelBinding> bindings = {{0, 0, BindingKind::kStorageRead, "x"},
+                                               {0, 1, BindingKind::kStorageReadWrite, "y"}};
+  std::map<bool, std::string> topology;
+  for (const bool bounds_checks : {true, false}) {
+    SCOPED_TRACE(bounds_checks ? "with bounds checks" : "without bounds checks");
+    gpu::RuntimeOptions options;
+    options.bounds_checks = bounds_checks;
+    auto device = gpu::Device::open(options).value();
+    topology[bounds_checks] = device->adapter().topology_hash;
+    auto pipeline = device->create_compute_pipeline(wgsl, "main", bindings, "past the end").value();
+    auto x = device->create_buffer(data.size() * 4, BufferUsage::kStorage, "x").value();
+    auto y = device->create_buffer(8 * 4, BufferUsage::kStorage, "y").value();
+    ASSERT_TRUE(device->write_buffer(x, 0, as_bytes_of(data)).ok());
+    ASSERT_TRUE(
+        device->write_buffer(y, 0, as_bytes_of(std::vector<std::uint32_t>(8, kPoison))).ok());
+    std::array<BufferBinding, 2> group_bindings = {bind(0, x), bind(1, y)};
+    auto group = device->create_bind_group(pipeline, group_bindings).value();
+    DispatchStep step{&pipeline, &group, {1, 1, 1}};
+    ASSERT_TRUE(device->run(std::span(&step, 1)).ok());
+    const auto reads = values_from_bytes<std::uint32_t>(device->read_buffer(y, 0, 8 * 4).value());
+    const auto clamped = std::count(reads.begin(), reads.end(), data[3]);
+    if (bounds_checks) {
+      EXPECT_EQ(clamped, 8) << "every read past the array is clamped to its last word";
+    } else {
+      EXPECT_LT(clamped, 8) << "the reads past the array were clamped: the toggle is not in force";
+    }
+  }
+  EXPECT_NE(topology[true], topology[false]);
 }
 
 TEST(DeviceLossTest, LostDeviceFailsEveryLaterCallCleanly) {

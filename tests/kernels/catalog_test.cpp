@@ -1,7 +1,8 @@
 // Every builtin kernel, with its default schedule (all certification cases, including a grid of
 // more than 65535 workgroups) and three other legal schedules drawn from the seed (the cases up
 // to 10000 elements), certified against its oracle on the real adapter (lavapipe in CI). Outputs
-// are poisoned before each run, so an element the kernel forgets fails.
+// are poisoned before each run, so an element the kernel forgets fails. The same without Dawn's
+// bounds clamps, for the default and one other schedule.
 
 #include <gtest/gtest.h>
 
@@ -63,6 +64,26 @@ TEST_P(KernelOnAdapterTest, DefaultAndThreeOtherSchedulesMatchTheOracle) {
   for (std::size_t i = 0; i < 3; ++i) {
     expect_certified(device, kernel, space[others[i]], /*quick=*/true, random);
   }
+}
+
+// Without Dawn's bounds clamps (gpu::RuntimeOptions::bounds_checks false) a kernel that relied
+// on them, reading or writing past an array, would compute something else: the default schedule
+// and one other drawn from the seed must still match the oracle.
+TEST_P(KernelOnAdapterTest, DefaultAndOtherScheduleMatchTheOracleWithoutBoundsChecks) {
+  static const std::unique_ptr<gpu::Device> device = [] {
+    gpu::RuntimeOptions options;
+    options.bounds_checks = false;
+    return gpu::Device::open(options).value();
+  }();
+  const KernelDefinition& kernel = *kernels::find_kernel(GetParam()).value();
+  const std::uint64_t seed = testing::test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (rerun with WGSL_FORGE_TEST_SEED)");
+  std::mt19937_64 random(seed);
+  std::vector<Schedule> space = kernel.schedule_space(forge::capabilities_of(device->adapter()));
+  ASSERT_GE(space.size(), 2u);
+  expect_certified(*device, kernel, space.front(), /*quick=*/true, random);
+  expect_certified(*device, kernel, space[1 + random() % (space.size() - 1)], /*quick=*/true,
+                   random);
 }
 
 INSTANTIATE_TEST_SUITE_P(Builtins, KernelOnAdapterTest, ::testing::ValuesIn(kernel_ids()),
