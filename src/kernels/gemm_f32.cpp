@@ -9,7 +9,11 @@
 // conflicts) and the rows of one subgroup are broadcasts. The next tiles' global loads are issued
 // into registers before the current tiles are multiplied, which hides their latency behind the
 // arithmetic (register double buffering). The inner product is unrolled here, in the generator:
-// the accumulators must be registers, whatever the driver's unrolling.
+// the accumulators must be registers, whatever the driver's unrolling. The tiles are arrays of
+// depth steps, so that the bounds clamp Dawn puts on an index into a step (the invocation's
+// row or column) is the same for every step, computed once, rather than one clamp per read of
+// a flat array (revision 3: 28.1 -> 29.8 TFLOP/s on the H200; unrolling the depth loop too
+// reached 30.0 but made lavapipe compile the kernel 2-3 times slower).
 // Edges are handled by loading zeros past m, n or k and not storing past m or n. Knobs: tile_m,
 // tile_n, tile_k, thread_m, thread_n. Workgroup size is (tile_m / thread_m) (tile_n / thread_n);
 // workgroup memory is 4 (tile_m + tile_n) tile_k bytes.
@@ -30,7 +34,7 @@ using namespace support;
 class GemmF32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "gemm_f32"; }
-  std::uint32_t revision() const override { return 2; }
+  std::uint32_t revision() const override { return 3; }
   std::string_view summary() const override { return "C = A x B, row-major f32, any m, n, k"; }
 
   std::vector<KnobSpec> knobs() const override {
@@ -194,11 +198,11 @@ std::string GemmF32::generate_wgsl(const Schedule& schedule) const {
                      ";\nconst TILE_K: u32 = " + u(tile_k) +
                      ";\nconst INVOCATIONS: u32 = " + u(invocations) +
                      ";\n\n"
-                     "var<workgroup> tile_a: array<vec4f, " +
-                     n(tile_m * tile_k / 4) +
+                     "var<workgroup> tile_a: array<array<vec4f, " +
+                     n(tile_m / 4) + ">, " + n(tile_k) +
                      ">;  // [depth][row / 4]\n"
-                     "var<workgroup> tile_b: array<vec4f, " +
-                     n(tile_k * tile_n / 4) +
+                     "var<workgroup> tile_b: array<array<vec4f, " +
+                     n(tile_n / 4) + ">, " + n(tile_k) +
                      ">;  // [depth][column / 4]\n\n"
                      // A is read along its rows (consecutive depths), B along its rows
                      // (consecutive columns): both coalesced.
@@ -244,18 +248,14 @@ std::string GemmF32::generate_wgsl(const Schedule& schedule) const {
                      "; s++) {\n"
                      "      let e = local + s * INVOCATIONS;\n"
                      "      let r = e / TILE_K;\n"
-                     "      tile_a[(e % TILE_K) * " +
-                     u(tile_m / 4) +
-                     " + r / 4u][r % 4u] = next_a[s];\n"
+                     "      tile_a[e % TILE_K][r / 4u][r % 4u] = next_a[s];\n"
                      "    }\n"
                      "    for (var s = 0u; s < " +
                      u(b_loads) +
                      "; s++) {\n"
                      "      let e = local + s * INVOCATIONS;\n"
                      "      let col = e % TILE_N;\n"
-                     "      tile_b[(e / TILE_N) * " +
-                     u(tile_n / 4) +
-                     " + col / 4u][col % 4u] = next_b[s];\n"
+                     "      tile_b[e / TILE_N][col / 4u][col % 4u] = next_b[s];\n"
                      "    }\n"
                      "    workgroupBarrier();\n"
                      "    if (k0 + TILE_K < params.k) {\n"
@@ -270,12 +270,10 @@ std::string GemmF32::generate_wgsl(const Schedule& schedule) const {
                      "    }\n"
                      "    for (var d = 0u; d < TILE_K; d++) {\n";
   for (std::uint32_t gi = 0; gi < row_groups; ++gi) {
-    wgsl += "      let a" + n(gi) + " = tile_a[d * " + u(tile_m / 4) + " + " + u(gi * thread_rows) +
-            " + ty];\n";
+    wgsl += "      let a" + n(gi) + " = tile_a[d][" + u(gi * thread_rows) + " + ty];\n";
   }
   for (std::uint32_t gj = 0; gj < column_groups; ++gj) {
-    wgsl += "      let b" + n(gj) + " = tile_b[d * " + u(tile_n / 4) + " + " +
-            u(gj * thread_columns) + " + tx];\n";
+    wgsl += "      let b" + n(gj) + " = tile_b[d][" + u(gj * thread_columns) + " + tx];\n";
   }
   static constexpr const char* kLane[] = {"x", "y", "z", "w"};
   for (std::uint32_t gi = 0; gi < row_groups; ++gi) {

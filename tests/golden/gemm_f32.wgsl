@@ -14,8 +14,8 @@ const TILE_N: u32 = 64u;
 const TILE_K: u32 = 16u;
 const INVOCATIONS: u32 = 256u;
 
-var<workgroup> tile_a: array<vec4f, 256>;  // [depth][row / 4]
-var<workgroup> tile_b: array<vec4f, 256>;  // [depth][column / 4]
+var<workgroup> tile_a: array<array<vec4f, 16>, 16>;  // [depth][row / 4]
+var<workgroup> tile_b: array<array<vec4f, 16>, 16>;  // [depth][column / 4]
 
 fn load_a(row0: u32, k0: u32, e: u32) -> f32 {
   let r = row0 + e / TILE_K;
@@ -47,12 +47,12 @@ fn gemm(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: ve
     for (var s = 0u; s < 4u; s++) {
       let e = local + s * INVOCATIONS;
       let r = e / TILE_K;
-      tile_a[(e % TILE_K) * 16u + r / 4u][r % 4u] = next_a[s];
+      tile_a[e % TILE_K][r / 4u][r % 4u] = next_a[s];
     }
     for (var s = 0u; s < 4u; s++) {
       let e = local + s * INVOCATIONS;
       let col = e % TILE_N;
-      tile_b[(e / TILE_N) * 16u + col / 4u][col % 4u] = next_b[s];
+      tile_b[e / TILE_N][col / 4u][col % 4u] = next_b[s];
     }
     workgroupBarrier();
     if (k0 + TILE_K < params.k) {
@@ -60,8 +60,8 @@ fn gemm(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: ve
       for (var s = 0u; s < 4u; s++) { next_b[s] = load_b(col0, k0 + TILE_K, local + s * INVOCATIONS); }
     }
     for (var d = 0u; d < TILE_K; d++) {
-      let a0 = tile_a[d * 16u + 0u + ty];
-      let b0 = tile_b[d * 16u + 0u + tx];
+      let a0 = tile_a[d][0u + ty];
+      let b0 = tile_b[d][0u + tx];
       acc[0] = fma(vec4f(a0.x), b0, acc[0]);
       acc[1] = fma(vec4f(a0.y), b0, acc[1]);
       acc[2] = fma(vec4f(a0.z), b0, acc[2]);
