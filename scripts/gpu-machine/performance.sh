@@ -21,13 +21,15 @@
 #                                            one line per schedule in certify.txt, and the first
 #                                            line of each failure in certify-failures.txt
 # Outputs begin with the build's commit (build/release/BUILD_COMMIT, written by prepare.sh).
+# WGSL_FORGE_OPTIONS: global options given to every wgsl-forge command, for example
+# --no-bounds-checks (kernels tuned and benched without Dawn's bounds clamps, cached apart).
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo_root"
 source scripts/gpu-machine/vulkan-env.sh
 out="${OUT:-$repo_root/build/gpu-machine}"
 mkdir -p "$out"
-forge="build/release/src/wgsl-forge --cache build/gpu-cache"
+forge="build/release/src/wgsl-forge --cache build/gpu-cache ${WGSL_FORGE_OPTIONS:-}"
 build="build $(cat build/release/BUILD_COMMIT 2>/dev/null || echo unknown)"
 tune_all() {
   local budget="${1:-8}" limit="${2:-0}" start=$SECONDS kernel
