@@ -35,9 +35,9 @@ struct RuntimeOptions {
   // Dawn clamps every array index in a kernel that it cannot prove in range (its robustness).
   // false switches the clamps off (Dawn toggle disable_robustness): an index out of range then
   // reads or writes outside its array, which certification cannot rule out for every input.
-  // On the H200 radix sort ran 10-14 % and GEMM 8 % faster without them, scan 6 % and
-  // compaction 19 % slower, the rest alike (docs/performance.md). The toggle is part of the
-  // topology hash, so kernels tuned with and without the clamps are cached apart.
+  // Some kernels run faster without them and some slower (measured per kernel in
+  // docs/performance.md). The toggle is part of the topology hash, so kernels tuned with and
+  // without the clamps are cached apart.
   bool bounds_checks = true;
   // How long one wait for the GPU (a submission, a map, a compile) may take before it is an
   // error; a watchdog for kernels that never finish.
