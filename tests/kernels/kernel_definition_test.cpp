@@ -198,6 +198,25 @@ TEST(KernelCatalogTest, IllegalSchedulesNameTheKnobTheValueAndTheLimit) {
             "smallest has 2.");
 }
 
+// Unstaged compaction stores every element of a vector that keeps any (compact_f32.cpp says
+// why): its store branches once per vector, on a vector that keeps nothing, never per element.
+TEST(KernelCatalogTest, UnstagedCompactionStoresWithoutAConditionPerElement) {
+  const KernelDefinition& compact = *kernels::find_kernel("compact_f32").value();
+  const Schedule schedule =
+      kernels::parse_schedule_overrides(compact, "use_subgroups=1,stage_kept=0").value();
+  const std::string wgsl = compact.generate_wgsl(schedule);
+  const std::size_t begin = wgsl.find("fn scan_store(");
+  ASSERT_NE(begin, std::string::npos) << wgsl;
+  const std::string store = wgsl.substr(begin, wgsl.find("fn scan_finish_tile(", begin) - begin);
+  EXPECT_NE(store.find("if (kept == 0u) { return; }"), std::string::npos) << store;
+  std::size_t branches = 0;
+  for (std::size_t at = store.find("if ("); at != std::string::npos;
+       at = store.find("if (", at + 1)) {
+    ++branches;
+  }
+  EXPECT_EQ(branches, 1u) << store;
+}
+
 TEST(KernelCatalogTest, ScheduleOverridesParseOrSayWhatIsWrong) {
   const KernelDefinition& affine = *kernels::find_kernel("affine_f32").value();
   Schedule schedule =
