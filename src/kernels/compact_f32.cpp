@@ -68,11 +68,11 @@ fn scan_finish_tile(tile_prefix: u32, tile_total: u32, local: u32) {
 )";
 
 // Each invocation stores its kept values where they belong, and stores every element of a
-// vector that keeps any: on the H200 the stores under a per-element condition made the kernel
-// 28 % slower (1.05 against 0.82 ms, docs/performance.md, ninth session). An element not kept
-// is stored where the vector's next kept element goes, which this invocation overwrites after
-// it, or, past the last kept element, as that element again: never where another invocation
-// stores, so no two invocations race.
+// vector that keeps any: on the H200, revision 6's stores, each under a condition, took the
+// kernel 1.04-1.06 ms, revision 7's 0.80 ms (512 x 4 by id; docs/performance.md, ninth session,
+// has the other store forms timed). An element not kept is stored where the vector's next kept
+// element goes, which this invocation overwrites after it, or, past the last kept element, as
+// that element again: never where another invocation stores, so no two invocations race.
 const char* const kDirectStoreWgsl =
     R"(fn scan_store(v: u32, raw: vec4u, items: vec4u, tile_prefix: u32, offset: u32) {
   let kept = sum4(items);
