@@ -133,6 +133,11 @@ class KernelDefinition {
   virtual WorkAmount work(const Problem& problem) const = 0;
   // The problem tuned at by default, scaled for CPU adapters (lavapipe) vs GPUs.
   virtual Problem tuning_problem(bool cpu_adapter) const = 0;
+  // Schedules, as knob overrides (`k=v,...`, the syntax of --schedule), that timed fastest on an
+  // adapter where they were measured. The tuner times those that fit the adapter right after
+  // the default, before its random sample, so that a small budget starts from them; they are
+  // still measured and compared like any candidate. Default: none.
+  virtual std::vector<std::string> starting_points() const;
 
   Schedule default_schedule() const;
   // Every knob present with a legal value, no unknown knob, and the schedule fits the device

@@ -75,6 +75,8 @@ class Tuner {
   };
   std::vector<Resident> resident_;
   bool keep_resident_ = false;
+  // The default, then the kernel's starting points that are in this adapter's space.
+  std::vector<Schedule> first_candidates() const;
   std::vector<Schedule> neighbours(const Schedule& schedule) const;
   void report(const std::string& stage) const;
   // Reports a candidate's timing, or its failure (the last one recorded).
@@ -200,6 +202,20 @@ Result<std::optional<Timed>> Tuner::evaluate(const Schedule& schedule) {
   return std::optional<Timed>(std::move(timed).value());
 }
 
+std::vector<Schedule> Tuner::first_candidates() const {
+  std::vector<Schedule> first = {space_.front()};  // the default
+  for (const std::string& overrides : kernel_.starting_points()) {
+    // A starting point the catalog test parses; one that does not fit this adapter is skipped.
+    Result<Schedule> schedule = kernels::parse_schedule_overrides(kernel_, overrides);
+    if (!schedule) continue;
+    if (std::find(space_.begin(), space_.end(), *schedule) != space_.end() &&
+        std::find(first.begin(), first.end(), *schedule) == first.end()) {
+      first.push_back(*std::move(schedule));
+    }
+  }
+  return first;
+}
+
 std::vector<Schedule> Tuner::neighbours(const Schedule& schedule) const {
   std::vector<Schedule> result;
   for (const kernels::KnobSpec& knob : kernel_.knobs()) {
@@ -244,20 +260,24 @@ Result<TuneOutcome> Tuner::run() {
                        random_())
           .buffers;
 
-  // Candidates: everything when the space fits the budget; otherwise the default, a random
-  // sample for two thirds of the budget, then the neighbours of the best so far.
+  // Candidates: everything when the space fits the budget; otherwise the default, the kernel's
+  // starting points that fit this adapter, a random sample up to two thirds of the budget, then
+  // the neighbours of the best so far.
   const std::size_t budget = std::max<std::uint32_t>(1, options_.budget);
   std::vector<Schedule> queue;
   std::vector<Schedule> tried;
   if (space_.size() <= budget) {
     queue = space_;
   } else {
-    std::vector<Schedule> rest(space_.begin() + 1, space_.end());
+    queue = first_candidates();
+    std::vector<Schedule> rest;
+    for (const Schedule& schedule : space_) {
+      if (std::find(queue.begin(), queue.end(), schedule) == queue.end()) rest.push_back(schedule);
+    }
     std::shuffle(rest.begin(), rest.end(), random_);
-    queue.push_back(space_.front());
     const std::size_t sampled = std::max<std::size_t>(1, budget * 2 / 3);
-    queue.insert(queue.end(), rest.begin(),
-                 rest.begin() + static_cast<std::ptrdiff_t>(std::min(sampled - 1, rest.size())));
+    const std::size_t drawn = std::min(sampled - std::min(sampled, queue.size()), rest.size());
+    queue.insert(queue.end(), rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(drawn));
   }
   planned_ = std::min(budget, space_.size());
   std::vector<Timed> timed;

@@ -109,6 +109,8 @@ Status KernelDefinition::check_resources(const Schedule&, const DeviceCapabiliti
   return Ok{};
 }
 
+std::vector<std::string> KernelDefinition::starting_points() const { return {}; }
+
 std::vector<Schedule> KernelDefinition::schedule_space(const DeviceCapabilities& device) const {
   const std::vector<KnobSpec> specs = knobs();
   std::vector<Schedule> space;

@@ -227,6 +227,12 @@ class CompactF32 final : public KernelDefinition {
 
   WorkAmount work(const Problem& problem) const override { return {6 * problem.elements, 0}; }
 
+  // The H200's (driver 580.159.04) fastest, 2.0 TB/s with revision 7 (docs/performance.md).
+  std::vector<std::string> starting_points() const override {
+    return {
+        "workgroup_size=512,vectors_per_invocation=4,use_subgroups=1,claim_tiles=0,stage_kept=0"};
+  }
+
   Problem tuning_problem(bool cpu_adapter) const override {
     return elements_problem(tuning_elements(cpu_adapter));
   }

@@ -165,6 +165,12 @@ class GemmF32 final : public KernelDefinition {
             2ull * problem.m * problem.n * problem.k};
   }
 
+  // The H200's (driver 580.159.04) budget-16 winner, 31.0 TFLOP/s with revision 3
+  // (docs/performance.md).
+  std::vector<std::string> starting_points() const override {
+    return {"tile_m=128,tile_n=128,tile_k=16,thread_m=4,thread_n=8"};
+  }
+
   Problem tuning_problem(bool cpu_adapter) const override {
     Problem problem;
     problem.m = problem.n = problem.k = cpu_adapter ? 128 : 4096;

@@ -219,6 +219,12 @@ class HistogramU32 final : public KernelDefinition {
 
   WorkAmount work(const Problem& problem) const override { return {4 * problem.elements, 0}; }
 
+  // The H200's (driver 580.159.04) budget-8 winner, 3.9 TB/s at 256 bins (docs/performance.md).
+  std::vector<std::string> starting_points() const override {
+    return {
+        "workgroup_size=1024,vectors_per_invocation=1,chunks_per_workgroup=16,private_copies=1"};
+  }
+
   Problem tuning_problem(bool cpu_adapter) const override {
     Problem problem = elements_problem(tuning_elements(cpu_adapter));
     problem.bins = 256;

@@ -245,6 +245,12 @@ class Reduce final : public KernelDefinition {
 
   WorkAmount work(const Problem& problem) const override { return {4 * problem.elements, 0}; }
 
+  // reduce_sum_f32's budget-12 winner on the H200 (driver 580.159.04), the read ceiling
+  // (docs/performance.md); the other three ops reached 97-101 % of it with budget-3 winners.
+  std::vector<std::string> starting_points() const override {
+    return {"workgroup_size=512,items_per_invocation=16,vector_width=4,use_subgroups=1"};
+  }
+
   Problem tuning_problem(bool cpu_adapter) const override {
     return elements_problem(tuning_elements(cpu_adapter));
   }

@@ -119,6 +119,13 @@ class ScanExclusiveU32 final : public KernelDefinition {
 
   WorkAmount work(const Problem& problem) const override { return {8 * problem.elements, 0}; }
 
+  // The H200's (driver 580.159.04) fastest in docs/performance.md: 1024 x 4 with claims (2.81 TB/s,
+  // the table's row) and 512 x 4 by workgroup id (2.91 TB/s in the s14 calls 2 and 3).
+  std::vector<std::string> starting_points() const override {
+    return {"workgroup_size=1024,vectors_per_invocation=4,use_subgroups=1,claim_tiles=1",
+            "workgroup_size=512,vectors_per_invocation=4,use_subgroups=1,claim_tiles=0"};
+  }
+
   Problem tuning_problem(bool cpu_adapter) const override {
     return elements_problem(tuning_elements(cpu_adapter));
   }

@@ -312,6 +312,36 @@ TEST(TuneTest, StoresAManifestWhoseWinnerIsCertified) {
             std::optional(manifest));
 }
 
+// A small budget starts from the kernel's starting points: the default first, then each one that
+// fits the adapter, before the random sample.
+TEST(TuneTest, TimesTheStartingPointsRightAfterTheDefault) {
+  gpu::Device& device = testing::shared_device();
+  const kernels::KernelDefinition& affine = *kernels::find_kernel("affine_f32").value();
+  ASSERT_EQ(affine.starting_points().size(), 1u);
+  const Schedule start =
+      kernels::parse_schedule_overrides(affine, affine.starting_points().front()).value();
+  const std::vector<Schedule> space =
+      affine.schedule_space(forge::capabilities_of(device.adapter()));
+  ASSERT_NE(std::find(space.begin(), space.end(), start), space.end()) << start.to_string();
+  forge::TuneOptions options;
+  options.budget = 3;
+  options.seed = testing::test_seed();
+  kernels::Problem problem;
+  problem.elements = 4099;
+  options.problem = problem;
+  std::vector<Schedule> tried;
+  options.progress = [&tried](const forge::TuneProgress& step) {
+    if (step.schedule) tried.push_back(*step.schedule);
+  };
+  Result<forge::TuneOutcome> outcome = forge::tune(device, affine, options);
+  ASSERT_TRUE(outcome.ok()) << outcome.error().to_string();
+  ASSERT_EQ(tried.size(), 3u);
+  EXPECT_EQ(tried[0], affine.default_schedule());
+  EXPECT_EQ(tried[1], start) << "seed " << options.seed;
+  EXPECT_NE(tried[2], tried[0]);
+  EXPECT_NE(tried[2], tried[1]);
+}
+
 // Sixteen tuners of one kernel started together into one cache (two databases starting on one
 // machine, many times over): one stores its result, the others find it or lose the race with a
 // collision error; nothing is half-written and `cache verify` is clean.

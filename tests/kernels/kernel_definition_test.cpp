@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
@@ -67,6 +68,25 @@ TEST(KernelCatalogTest, IdsAreUniqueAndGenerationIsDeterministic) {
     }
   }
   EXPECT_EQ(ids.size(), 12u);
+}
+
+// The tuner skips a starting point that does not parse or fit, so the catalog checks here that
+// each one parses, fits the adapter it was measured on and adds something to the default.
+TEST(KernelCatalogTest, StartingPointsAreLegalOnTheH200AndNotTheDefault) {
+  std::size_t kernels_with_points = 0;
+  for (const KernelDefinition* kernel : kernels::builtin_kernels()) {
+    std::vector<Schedule> seen = {kernel->default_schedule()};
+    for (const std::string& overrides : kernel->starting_points()) {
+      SCOPED_TRACE(std::string(kernel->id()) + ": " + overrides);
+      Result<Schedule> schedule = kernels::parse_schedule_overrides(*kernel, overrides);
+      ASSERT_TRUE(schedule.ok()) << schedule.error().to_string();
+      EXPECT_TRUE(kernel->check_schedule(*schedule, large_adapter()).ok());
+      EXPECT_EQ(std::find(seen.begin(), seen.end(), *schedule), seen.end());
+      seen.push_back(*schedule);
+    }
+    if (seen.size() > 1) ++kernels_with_points;
+  }
+  EXPECT_EQ(kernels_with_points, 11u);  // all but gather_f32, whose default won
 }
 
 TEST(KernelCatalogTest, SpacesAreFilteredByTheAdapter) {
