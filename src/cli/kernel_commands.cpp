@@ -13,7 +13,11 @@ namespace {
 
 std::string join(const std::vector<std::int64_t>& values) {
   std::string text;
-  for (std::int64_t value : values) text += (text.empty() ? "" : " ") + std::to_string(value);
+  for (std::int64_t value : values) {
+    // Appended in two steps: GCC 12's -Wrestrict misfires on `literal + std::string&&` at -O3.
+    if (!text.empty()) text += ' ';
+    text += std::to_string(value);
+  }
   return text;
 }
 
