@@ -53,6 +53,17 @@ std::string default_affine_wgsl() {
   return affine.generate_wgsl(affine.default_schedule());
 }
 
+// Tuning of `budget` candidates at `elements` elements, with the test's seed.
+forge::TuneOptions tune_options(std::uint32_t budget, std::uint64_t elements) {
+  forge::TuneOptions options;
+  options.budget = budget;
+  options.seed = testing::test_seed();
+  kernels::Problem problem;
+  problem.elements = elements;
+  options.problem = problem;
+  return options;
+}
+
 class ForgeCliTest : public ::testing::Test {
  protected:
   std::string cache_flag() const { return "--cache " + (temp_.path() / "cache").string(); }
@@ -286,12 +297,7 @@ TEST(TuneTest, StoresAManifestWhoseWinnerIsCertified) {
   testing::TempDir temp;
   ManifestCache cache(temp.path());
   const kernels::KernelDefinition& gather = *kernels::find_kernel("gather_f32").value();
-  forge::TuneOptions options;
-  options.budget = 3;
-  options.seed = testing::test_seed();
-  kernels::Problem problem;
-  problem.elements = 50000;
-  options.problem = problem;
+  forge::TuneOptions options = tune_options(3, 50000);
   Result<forge::TuneOutcome> outcome = forge::tune(device, gather, options);
   ASSERT_TRUE(outcome.ok()) << outcome.error().to_string();
   const TuningManifest& manifest = outcome->manifest;
@@ -323,12 +329,7 @@ TEST(TuneTest, TimesTheStartingPointsRightAfterTheDefault) {
   const std::vector<Schedule> space =
       affine.schedule_space(forge::capabilities_of(device.adapter()));
   ASSERT_NE(std::find(space.begin(), space.end(), start), space.end()) << start.to_string();
-  forge::TuneOptions options;
-  options.budget = 3;
-  options.seed = testing::test_seed();
-  kernels::Problem problem;
-  problem.elements = 4099;
-  options.problem = problem;
+  forge::TuneOptions options = tune_options(3, 4099);
   std::vector<Schedule> tried;
   options.progress = [&tried](const forge::TuneProgress& step) {
     if (step.schedule) tried.push_back(*step.schedule);
