@@ -52,7 +52,9 @@ struct Problem {
   float a = 2.0f;              // affine_f32: y = a x + b
   float b = 1.0f;
   float threshold = 0.0f;  // compact_f32 keeps x > threshold
-  std::uint32_t m = 0;     // gemm_f32: C (m x n) = A (m x k) B (k x n)
+  // gather_f32: the length of the source x; 0: n, as in the certification cases.
+  std::uint64_t source_elements = 0;
+  std::uint32_t m = 0;  // gemm_f32: C (m x n) = A (m x k) B (k x n)
   std::uint32_t n = 0;
   std::uint32_t k = 0;
 
@@ -60,6 +62,24 @@ struct Problem {
 };
 
 enum class BufferRole { kInput, kOutput, kScratch };
+const char* buffer_role_name(BufferRole role);
+
+// What one element of a buffer is, as the caller's columns hold it.
+enum class ElementType { kU32, kF32 };
+const char* element_type_name(ElementType type);
+inline constexpr std::uint64_t kElementBytes = 4;  // both types are 32-bit
+
+// One row of a kernel's buffer interface, declared once per kernel (buffer_specs()): the
+// buffers a caller binds by name (inputs and outputs) or that the library owns (scratch). The
+// plan's buffers are made from these rows (make_buffer_plans), binding checks them, and the
+// typed primitives and the documentation read them; `size_rule` says in words what plan()
+// computes, so that an error about a short buffer can name the rule.
+struct BufferSpec {
+  std::string name;
+  ElementType element = ElementType::kU32;
+  BufferRole role = BufferRole::kInput;
+  std::string size_rule;
+};
 
 struct BufferPlan {
   std::string name;
@@ -80,6 +100,12 @@ struct DispatchPlan {
 
   const BufferPlan* find(std::string_view name) const;
 };
+
+// The plan's buffers for `specs`, in their order, each sized by `bytes` (by name). A row without
+// a size, or a size without a row, is a bug in a kernel file, not an input error: it throws
+// std::logic_error, and KernelCatalogTest plans every kernel so that none ships.
+std::vector<BufferPlan> make_buffer_plans(const std::vector<BufferSpec>& specs,
+                                          const std::map<std::string, std::uint64_t>& bytes);
 
 // Inputs of one certification case, by buffer name (bytes), and the problem they belong to.
 struct CaseInputs {
@@ -117,6 +143,10 @@ class KernelDefinition {
   virtual std::string_view summary() const = 0;
   virtual std::vector<KnobSpec> knobs() const = 0;
   virtual std::vector<KernelBinding> bindings() const = 0;
+  // The buffer interface (see BufferSpec): every buffer plan() sizes, and no other.
+  virtual std::vector<BufferSpec> buffer_specs() const = 0;
+  // The row named `name`, or an error naming the kernel and listing its buffers.
+  Result<BufferSpec> find_buffer(std::string_view name) const;
   // The entry points the schedule's plan dispatches (each is compiled into a pipeline).
   virtual std::vector<std::string> entry_points(const Schedule& schedule) const = 0;
   virtual std::string generate_wgsl(const Schedule& schedule) const = 0;

@@ -21,6 +21,9 @@ namespace {
 using namespace support;
 
 class AffineF32 final : public KernelDefinition {
+  // Whole vec4s: a schedule of vector_width 4 reads and writes the padding lanes.
+  static constexpr const char* kSizeRule = kVec4SizeRule;
+
  public:
   std::string_view id() const override { return "affine_f32"; }
   std::uint32_t revision() const override { return 1; }
@@ -36,6 +39,11 @@ class AffineF32 final : public KernelDefinition {
     return {{0, 0, BindingKind::kUniform, "params"},
             {0, 1, BindingKind::kStorageRead, "x"},
             {0, 2, BindingKind::kStorageReadWrite, "y"}};
+  }
+
+  std::vector<BufferSpec> buffer_specs() const override {
+    return {{"x", ElementType::kF32, BufferRole::kInput, kSizeRule},
+            {"y", ElementType::kF32, BufferRole::kOutput, kSizeRule}};
   }
 
   std::vector<std::string> entry_points(const Schedule&) const override { return {"affine"}; }
@@ -84,7 +92,7 @@ class AffineF32 final : public KernelDefinition {
     const std::uint64_t vectors = ceil_div(problem.elements, width);
     const std::uint64_t bytes = std::max<std::uint64_t>(16, round_up(problem.elements, 4) * 4);
     DispatchPlan plan;
-    plan.buffers = {{"x", bytes, BufferRole::kInput}, {"y", bytes, BufferRole::kOutput}};
+    plan.buffers = make_buffer_plans(buffer_specs(), {{"x", bytes}, {"y", bytes}});
     plan.passes = {
         {"affine",
          ceil_div(vectors, per_workgroup),

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <stdexcept>
 
 #include "kernel_support.hpp"
 #include "wgsl_forge/hash.hpp"
@@ -28,7 +29,50 @@ std::string Problem::to_string() const {
   } else {
     text << "n=" << elements;
   }
+  if (source_elements != 0) text << " source=" << source_elements;
   return text.str();
+}
+
+const char* buffer_role_name(BufferRole role) {
+  switch (role) {
+    case BufferRole::kInput:
+      return "input";
+    case BufferRole::kOutput:
+      return "output";
+    case BufferRole::kScratch:
+      return "scratch";
+  }
+  return "unknown";
+}
+
+const char* element_type_name(ElementType type) {
+  return type == ElementType::kF32 ? "f32" : "u32";
+}
+
+std::vector<BufferPlan> make_buffer_plans(const std::vector<BufferSpec>& specs,
+                                          const std::map<std::string, std::uint64_t>& bytes) {
+  std::vector<BufferPlan> plans;
+  for (const BufferSpec& spec : specs) {
+    auto size = bytes.find(spec.name);
+    if (size == bytes.end()) {
+      throw std::logic_error("The plan gives no size for buffer " + spec.name + ".");
+    }
+    plans.push_back({spec.name, size->second, spec.role});
+  }
+  if (plans.size() != bytes.size()) {
+    throw std::logic_error("The plan sizes a buffer that the kernel's interface lacks.");
+  }
+  return plans;
+}
+
+Result<BufferSpec> KernelDefinition::find_buffer(std::string_view name) const {
+  std::string known;
+  for (const BufferSpec& spec : buffer_specs()) {
+    if (spec.name == name) return spec;
+    known += (known.empty() ? "" : ", ") + spec.name;
+  }
+  return Error(ErrorKind::kInvalidInput, "Kernel " + std::string(id()) + " has no buffer '" +
+                                             std::string(name) + "' (its buffers: " + known + ").");
 }
 
 const BufferPlan* DispatchPlan::find(std::string_view name) const {

@@ -132,6 +132,13 @@ class CompactF32 final : public KernelDefinition {
             {0, 4, BindingKind::kStorageReadWrite, "count"}};
   }
 
+  std::vector<BufferSpec> buffer_specs() const override {
+    return {{"x", ElementType::kF32, BufferRole::kInput, kVec4SizeRule},
+            {"y", ElementType::kF32, BufferRole::kOutput, "n elements, at least 1"},
+            {"count", ElementType::kU32, BufferRole::kOutput, "1 element"},
+            {"chain", ElementType::kU32, BufferRole::kScratch, "1 + 2 tiles elements"}};
+  }
+
   std::vector<std::string> entry_points(const Schedule& schedule) const override {
     return chained_scan_entry_points(shape(schedule));
   }
@@ -162,10 +169,10 @@ class CompactF32 final : public KernelDefinition {
     const std::uint64_t tiles = chained_scan_tiles(n, shape(schedule));
     const KeptKeys keys = kept_keys(problem.threshold);
     DispatchPlan plan;
-    plan.buffers = {{"x", vec4_buffer_bytes(n), BufferRole::kInput},
-                    {"y", std::max<std::uint64_t>(4, n * 4), BufferRole::kOutput},
-                    {"count", 4, BufferRole::kOutput},
-                    {"chain", (1 + 2 * tiles) * 4, BufferRole::kScratch}};
+    plan.buffers = make_buffer_plans(buffer_specs(), {{"x", vec4_buffer_bytes(n)},
+                                                      {"y", std::max<std::uint64_t>(4, n * 4)},
+                                                      {"count", 4},
+                                                      {"chain", (1 + 2 * tiles) * 4}});
     plan.passes = chained_scan_passes(
         shape(schedule), tiles, {{1, "x"}, {2, "y"}, {3, "chain"}, {4, "count"}},
         {static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(tiles), keys.low, keys.span});

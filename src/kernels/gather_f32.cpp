@@ -34,6 +34,13 @@ class GatherF32 final : public KernelDefinition {
             {0, 3, BindingKind::kStorageReadWrite, "y"}};
   }
 
+  std::vector<BufferSpec> buffer_specs() const override {
+    return {{"x", ElementType::kF32, BufferRole::kInput,
+             "the source's elements (Problem::source_elements, n when 0), at least 1"},
+            {"idx", ElementType::kU32, BufferRole::kInput, "n elements, at least 1"},
+            {"y", ElementType::kF32, BufferRole::kOutput, "n elements, at least 1"}};
+  }
+
   std::vector<std::string> entry_points(const Schedule&) const override { return {"gather"}; }
 
   std::string generate_wgsl(const Schedule& schedule) const override {
@@ -73,14 +80,14 @@ class GatherF32 final : public KernelDefinition {
   Result<DispatchPlan> plan(const Schedule& schedule, const Problem& problem,
                             const DeviceCapabilities&) const override {
     const std::uint64_t n = problem.elements;
-    const std::uint64_t source = source_length(n);
+    const std::uint64_t source = source_length(problem);
     const std::uint64_t per_workgroup =
         std::uint64_t{knob(schedule, "workgroup_size")} * knob(schedule, "items_per_invocation");
     const std::map<std::uint32_t, std::string> buffers = {{1, "x"}, {2, "idx"}, {3, "y"}};
     DispatchPlan plan;
-    plan.buffers = {{"x", std::max<std::uint64_t>(4, source * 4), BufferRole::kInput},
-                    {"idx", std::max<std::uint64_t>(4, n * 4), BufferRole::kInput},
-                    {"y", std::max<std::uint64_t>(4, n * 4), BufferRole::kOutput}};
+    plan.buffers = make_buffer_plans(buffer_specs(), {{"x", std::max<std::uint64_t>(4, source * 4)},
+                                                      {"idx", std::max<std::uint64_t>(4, n * 4)},
+                                                      {"y", std::max<std::uint64_t>(4, n * 4)}});
     plan.passes = {{"gather",
                     ceil_div(n, per_workgroup),
                     buffers,
@@ -99,7 +106,7 @@ class GatherF32 final : public KernelDefinition {
     CaseInputs inputs;
     inputs.problem = spec.problem;
     const std::uint64_t n = spec.problem.elements;
-    const std::uint64_t source = source_length(n);
+    const std::uint64_t source = source_length(spec.problem);
     std::vector<std::uint32_t> idx(n);
     for (std::uint64_t i = 0; i < n; ++i) {
       if (spec.value_profile == "sequential") {
@@ -121,7 +128,7 @@ class GatherF32 final : public KernelDefinition {
   CaseVerdict check(const CaseInputs& inputs,
                     const std::map<std::string, std::vector<std::byte>>& outputs) const override {
     const std::uint64_t n = inputs.problem.elements;
-    const std::uint64_t source = source_length(n);
+    const std::uint64_t source = source_length(inputs.problem);
     const auto x = from_bytes<std::uint32_t>(inputs.buffers.at("x"), source);
     const auto idx = from_bytes<std::uint32_t>(inputs.buffers.at("idx"), n);
     std::vector<std::uint32_t> expected(n);
@@ -139,7 +146,10 @@ class GatherF32 final : public KernelDefinition {
 
  private:
   // The gathered-from array is as long as the output (at least one element).
-  static std::uint64_t source_length(std::uint64_t n) { return std::max<std::uint64_t>(1, n); }
+  static std::uint64_t source_length(const Problem& problem) {
+    return std::max<std::uint64_t>(
+        1, problem.source_elements != 0 ? problem.source_elements : problem.elements);
+  }
 };
 
 }  // namespace

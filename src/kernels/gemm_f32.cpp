@@ -75,6 +75,13 @@ class GemmF32 final : public KernelDefinition {
             {0, 3, BindingKind::kStorageReadWrite, "c"}};
   }
 
+  std::vector<BufferSpec> buffer_specs() const override {
+    return {
+        {"a", ElementType::kF32, BufferRole::kInput, "m * k elements (row-major), at least 1"},
+        {"b", ElementType::kF32, BufferRole::kInput, "k * n elements (row-major), at least 1"},
+        {"c", ElementType::kF32, BufferRole::kOutput, "m * n elements (row-major), at least 1"}};
+  }
+
   std::vector<std::string> entry_points(const Schedule&) const override { return {"gemm"}; }
 
   std::string generate_wgsl(const Schedule& schedule) const override;
@@ -85,10 +92,10 @@ class GemmF32 final : public KernelDefinition {
     const std::uint64_t tiles_m = ceil_div(problem.m, knob(schedule, "tile_m"));
     const std::map<std::uint32_t, std::string> buffers = {{1, "a"}, {2, "b"}, {3, "c"}};
     DispatchPlan plan;
-    plan.buffers = {
-        {"a", std::max<std::uint64_t>(4, 4ull * problem.m * problem.k), BufferRole::kInput},
-        {"b", std::max<std::uint64_t>(4, 4ull * problem.k * problem.n), BufferRole::kInput},
-        {"c", std::max<std::uint64_t>(4, 4ull * problem.m * problem.n), BufferRole::kOutput}};
+    plan.buffers = make_buffer_plans(
+        buffer_specs(), {{"a", std::max<std::uint64_t>(4, 4ull * problem.m * problem.k)},
+                         {"b", std::max<std::uint64_t>(4, 4ull * problem.k * problem.n)},
+                         {"c", std::max<std::uint64_t>(4, 4ull * problem.m * problem.n)}});
     plan.passes = {{"gemm",
                     tiles_m * tiles_n,
                     buffers,

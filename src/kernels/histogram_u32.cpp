@@ -60,6 +60,11 @@ class HistogramU32 final : public KernelDefinition {
             {0, 2, BindingKind::kStorageReadWrite, "counts"}};
   }
 
+  std::vector<BufferSpec> buffer_specs() const override {
+    return {{"x", ElementType::kU32, BufferRole::kInput, kVec4SizeRule},
+            {"counts", ElementType::kU32, BufferRole::kOutput, "bins elements"}};
+  }
+
   std::vector<std::string> entry_points(const Schedule&) const override {
     return {"clear", "count"};
   }
@@ -162,8 +167,8 @@ class HistogramU32 final : public KernelDefinition {
     const std::vector<std::uint32_t> params = {static_cast<std::uint32_t>(n), problem.bins,
                                                power_of_two ? problem.bins - 1 : 0};
     DispatchPlan plan;
-    plan.buffers = {{"x", vec4_buffer_bytes(n), BufferRole::kInput},
-                    {"counts", std::uint64_t{problem.bins} * 4, BufferRole::kOutput}};
+    plan.buffers = make_buffer_plans(
+        buffer_specs(), {{"x", vec4_buffer_bytes(n)}, {"counts", std::uint64_t{problem.bins} * 4}});
     plan.passes = {{"clear", ceil_div(problem.bins, wg), {{1, "x"}, {2, "counts"}}, params},
                    {"count", ceil_div(n, per_workgroup), {{1, "x"}, {2, "counts"}}, params}};
     return plan;

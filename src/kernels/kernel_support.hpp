@@ -36,6 +36,8 @@ std::uint64_t ceil_div(std::uint64_t value, std::uint64_t divisor);
 // Bytes of a buffer read or written as array<vec4u> (or vec4<f32>) for n 4-byte elements: whole
 // vectors, at least one.
 std::uint64_t vec4_buffer_bytes(std::uint64_t n);
+// vec4_buffer_bytes in words, for BufferSpec::size_rule.
+inline constexpr const char* kVec4SizeRule = "n rounded up to a multiple of 4 elements, at least 4";
 
 // f32 value profiles: "uniform" in [-1000, 1000], "small" in [-1, 1], "specials" (NaN, +-Inf,
 // -0, subnormals, huge magnitudes mixed into uniform values), "positive" in [0, 1e6),

@@ -84,6 +84,22 @@ class RadixSort final : public KernelDefinition {
     return list;
   }
 
+  std::vector<BufferSpec> buffer_specs() const override {
+    constexpr const char* kColumn = "n elements, at least 1";
+    std::vector<BufferSpec> specs = {
+        {"keys", ElementType::kU32, BufferRole::kInput, kColumn},
+        {"sorted", ElementType::kU32, BufferRole::kOutput, kColumn},
+        {"scratch", ElementType::kU32, BufferRole::kScratch, kColumn},
+        {"counts", ElementType::kU32, BufferRole::kScratch, "2^digit_bits * tiles elements"},
+        {"block_sums", ElementType::kU32, BufferRole::kScratch, "the counts' scan blocks"}};
+    if (pairs_) {
+      specs.push_back({"values", ElementType::kU32, BufferRole::kInput, kColumn});
+      specs.push_back({"sorted_values", ElementType::kU32, BufferRole::kOutput, kColumn});
+      specs.push_back({"scratch_values", ElementType::kU32, BufferRole::kScratch, kColumn});
+    }
+    return specs;
+  }
+
   std::vector<std::string> entry_points(const Schedule&) const override {
     return {"digit_count", "counts_reduce", "counts_spine", "counts_apply", "scatter"};
   }
@@ -101,17 +117,16 @@ class RadixSort final : public KernelDefinition {
     const std::uint64_t count_blocks = ceil_div(count_length, std::uint64_t{wg} * kCountScanItems);
     const std::uint64_t bytes = std::max<std::uint64_t>(4, n * 4);
     DispatchPlan plan;
-    plan.buffers = {
-        {"keys", bytes, BufferRole::kInput},
-        {"sorted", bytes, BufferRole::kOutput},
-        {"scratch", bytes, BufferRole::kScratch},
-        {"counts", std::max<std::uint64_t>(4, count_length * 4), BufferRole::kScratch},
-        {"block_sums", std::max<std::uint64_t>(4, count_blocks * 4), BufferRole::kScratch}};
+    std::map<std::string, std::uint64_t> sizes = {
+        {"keys", bytes},
+        {"sorted", bytes},
+        {"scratch", bytes},
+        {"counts", std::max<std::uint64_t>(4, count_length * 4)},
+        {"block_sums", std::max<std::uint64_t>(4, count_blocks * 4)}};
     if (pairs_) {
-      plan.buffers.push_back({"values", bytes, BufferRole::kInput});
-      plan.buffers.push_back({"sorted_values", bytes, BufferRole::kOutput});
-      plan.buffers.push_back({"scratch_values", bytes, BufferRole::kScratch});
+      sizes.insert({{"values", bytes}, {"sorted_values", bytes}, {"scratch_values", bytes}});
     }
+    plan.buffers = make_buffer_plans(buffer_specs(), sizes);
     const std::uint32_t rounds = 32 / bits;  // even, so the last round writes "sorted"
     for (std::uint32_t round = 0; round < rounds; ++round) {
       const bool even = round % 2 == 0;

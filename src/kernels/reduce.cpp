@@ -82,6 +82,19 @@ class Reduce final : public KernelDefinition {
     return list;
   }
 
+  std::vector<BufferSpec> buffer_specs() const override {
+    const ElementType element = op_ == ReduceOp::kSumU32 ? ElementType::kU32 : ElementType::kF32;
+    std::vector<BufferSpec> specs = {{"x", element, BufferRole::kInput, kVec4SizeRule},
+                                     {"result", element, BufferRole::kOutput, "1 element"}};
+    if (op_ == ReduceOp::kSumF32) {
+      specs.push_back(
+          {"partials", ElementType::kF32, BufferRole::kScratch, "one element per workgroup"});
+    } else if (op_ != ReduceOp::kSumU32) {
+      specs.push_back({"key", ElementType::kU32, BufferRole::kScratch, "1 element"});
+    }
+    return specs;
+  }
+
   std::vector<std::string> entry_points(const Schedule&) const override {
     switch (op_) {
       case ReduceOp::kSumF32:
@@ -111,12 +124,10 @@ class Reduce final : public KernelDefinition {
     const std::vector<std::uint32_t> params = {static_cast<std::uint32_t>(n),
                                                static_cast<std::uint32_t>(workgroups)};
     DispatchPlan plan;
-    plan.buffers.push_back({"x", input_bytes, BufferRole::kInput});
-    plan.buffers.push_back({"result", 4, BufferRole::kOutput});
+    std::map<std::string, std::uint64_t> sizes = {{"x", input_bytes}, {"result", 4}};
     switch (op_) {
       case ReduceOp::kSumF32:
-        plan.buffers.push_back(
-            {"partials", std::max<std::uint64_t>(1, workgroups) * 4, BufferRole::kScratch});
+        sizes["partials"] = std::max<std::uint64_t>(1, workgroups) * 4;
         plan.passes = {
             {"partial_sums", workgroups, {{1, "x"}, {2, "partials"}, {3, "result"}}, params},
             {"total_sum", 1, {{1, "x"}, {2, "partials"}, {3, "result"}}, params}};
@@ -126,11 +137,12 @@ class Reduce final : public KernelDefinition {
                        {"reduce", workgroups, {{1, "x"}, {3, "result"}}, params}};
         break;
       default:
-        plan.buffers.push_back({"key", 4, BufferRole::kScratch});
+        sizes["key"] = 4;
         plan.passes = {{"init", 1, {{1, "x"}, {2, "key"}, {3, "result"}}, params},
                        {"reduce", workgroups, {{1, "x"}, {2, "key"}, {3, "result"}}, params},
                        {"finish", 1, {{1, "x"}, {2, "key"}, {3, "result"}}, params}};
     }
+    plan.buffers = make_buffer_plans(buffer_specs(), sizes);
     return plan;
   }
 

@@ -50,6 +50,12 @@ class ScanExclusiveU32 final : public KernelDefinition {
             {0, 3, BindingKind::kStorageReadWrite, "chain"}};
   }
 
+  std::vector<BufferSpec> buffer_specs() const override {
+    return {{"x", ElementType::kU32, BufferRole::kInput, kVec4SizeRule},
+            {"y", ElementType::kU32, BufferRole::kOutput, kVec4SizeRule},
+            {"chain", ElementType::kU32, BufferRole::kScratch, "1 + 2 tiles elements"}};
+  }
+
   std::vector<std::string> entry_points(const Schedule& schedule) const override {
     return chained_scan_entry_points(shape(schedule));
   }
@@ -79,9 +85,8 @@ class ScanExclusiveU32 final : public KernelDefinition {
     // Whole vectors: the last one's elements past n are read as 0 and written past y[n - 1].
     const std::uint64_t vector_bytes = vec4_buffer_bytes(n);
     DispatchPlan plan;
-    plan.buffers = {{"x", vector_bytes, BufferRole::kInput},
-                    {"y", vector_bytes, BufferRole::kOutput},
-                    {"chain", (1 + 2 * tiles) * 4, BufferRole::kScratch}};
+    plan.buffers = make_buffer_plans(
+        buffer_specs(), {{"x", vector_bytes}, {"y", vector_bytes}, {"chain", (1 + 2 * tiles) * 4}});
     plan.passes =
         chained_scan_passes(shape(schedule), tiles, {{1, "x"}, {2, "y"}, {3, "chain"}},
                             {static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(tiles)});

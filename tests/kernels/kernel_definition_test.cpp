@@ -89,6 +89,43 @@ TEST(KernelCatalogTest, StartingPointsAreLegalOnTheH200AndNotTheDefault) {
   EXPECT_EQ(kernels_with_points, 11u);  // all but gather_f32, whose default won
 }
 
+// The buffer interface is the one table a kernel declares: every schedule's plan sizes exactly its
+// buffers, with their roles, and every pass binds only buffers of the table.
+TEST(KernelCatalogTest, PlansUseExactlyTheBuffersOfTheInterfaceTable) {
+  for (const KernelDefinition* kernel : kernels::builtin_kernels()) {
+    const std::vector<kernels::BufferSpec> specs = kernel->buffer_specs();
+    std::set<std::string> names;
+    for (const kernels::BufferSpec& spec : specs) {
+      EXPECT_TRUE(names.insert(spec.name).second) << kernel->id() << " repeats " << spec.name;
+      EXPECT_FALSE(spec.size_rule.empty()) << kernel->id() << " " << spec.name;
+    }
+    kernels::Problem problem;
+    problem.elements = 1000;
+    problem.m = kernel->id() == "gemm_f32" ? 40 : 0;
+    problem.n = problem.m;
+    problem.k = problem.m;
+    std::vector<Schedule> space = kernel->schedule_space(large_adapter());
+    for (std::size_t i = 0; i < space.size(); i += std::max<std::size_t>(1, space.size() / 16)) {
+      SCOPED_TRACE(std::string(kernel->id()) + " " + space[i].to_string());
+      Result<kernels::DispatchPlan> plan = kernel->plan(space[i], problem, large_adapter());
+      ASSERT_TRUE(plan.ok()) << plan.error().to_string();
+      ASSERT_EQ(plan->buffers.size(), specs.size());
+      for (std::size_t b = 0; b < specs.size(); ++b) {
+        EXPECT_EQ(plan->buffers[b].name, specs[b].name);
+        EXPECT_EQ(plan->buffers[b].role, specs[b].role);
+        EXPECT_GT(plan->buffers[b].bytes, 0u);
+      }
+      for (const kernels::PassPlan& pass : plan->passes) {
+        for (const auto& [binding, name] : pass.buffers) EXPECT_EQ(names.count(name), 1u) << name;
+      }
+    }
+    Result<kernels::BufferSpec> missing = kernel->find_buffer("no_such_buffer");
+    ASSERT_FALSE(missing.ok());
+    EXPECT_NE(missing.error().message().find(std::string(kernel->id())), std::string::npos);
+    EXPECT_NE(missing.error().message().find(specs.front().name), std::string::npos);
+  }
+}
+
 TEST(KernelCatalogTest, SpacesAreFilteredByTheAdapter) {
   const DeviceCapabilities defaults;  // WebGPU's default limits, no subgroups
   for (const KernelDefinition* kernel : kernels::builtin_kernels()) {

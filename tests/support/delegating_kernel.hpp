@@ -15,6 +15,7 @@ class DelegatingKernel : public kernels::KernelDefinition {
 
   std::vector<kernels::KnobSpec> knobs() const override { return base_.knobs(); }
   std::vector<KernelBinding> bindings() const override { return base_.bindings(); }
+  std::vector<kernels::BufferSpec> buffer_specs() const override { return base_.buffer_specs(); }
   std::vector<std::string> entry_points(const Schedule& schedule) const override {
     return base_.entry_points(schedule);
   }
