@@ -44,6 +44,22 @@ struct RuntimeOptions {
   std::chrono::milliseconds wait_timeout{std::chrono::minutes(2)};
 };
 
+// WebGPU objects a program created itself through webgpu.h (a database that already has its
+// device), handed to Device::adopt. They must come from the same webgpu.h library that
+// `library_path` resolves to (as RuntimeOptions::library_path does), loaded once per process.
+// The forge takes a reference to each and releases only that: the program keeps ownership, and
+// the forge never destroys the device.
+struct ExternalDevice {
+  std::optional<std::filesystem::path> library_path;
+  void* instance = nullptr;  // WGPUInstance: the forge processes its events while it waits
+  void* adapter = nullptr;   // WGPUAdapter the device came from: the topology hash is its own
+  void* device = nullptr;    // WGPUDevice
+  // false when the device was created with Dawn's disable_robustness toggle (no bounds clamps),
+  // which the forge cannot read back from a device; it selects the kernels tuned that way.
+  bool bounds_checks = true;
+  std::chrono::milliseconds wait_timeout{std::chrono::minutes(2)};
+};
+
 // Which library `options` resolve to, and why; an error naming every place that was tried.
 Result<std::filesystem::path> resolve_webgpu_library(
     const std::optional<std::filesystem::path>& explicit_path);
@@ -93,10 +109,12 @@ std::string adapter_info_json(const AdapterInfo& info);
 
 enum class BufferUsage { kStorage, kUniform };
 
+// A storage or uniform buffer: one the device created (destroyed with this object), or a
+// program's own WGPUBuffer wrapped by Device::wrap_buffer (only the reference taken is released).
 class Buffer {
  public:
-  Buffer(std::shared_ptr<DeviceState> device, void* handle, std::uint64_t size)
-      : device_(std::move(device)), handle_(handle), size_(size) {}
+  Buffer(std::shared_ptr<DeviceState> device, void* handle, std::uint64_t size, bool owned = true)
+      : device_(std::move(device)), handle_(handle), size_(size), owned_(owned) {}
   Buffer() = default;
   Buffer(Buffer&& other) noexcept;
   Buffer& operator=(Buffer&& other) noexcept;
@@ -109,6 +127,27 @@ class Buffer {
   std::shared_ptr<DeviceState> device_;
   void* handle_ = nullptr;
   std::uint64_t size_ = 0;
+  bool owned_ = true;
+};
+
+// A command encoder that dispatches are recorded into: the device's own
+// (Device::create_command_encoder, run by Device::submit_and_wait), or a program's
+// WGPUCommandEncoder (Device::borrow_command_encoder), which the program finishes and submits.
+class CommandEncoder {
+ public:
+  CommandEncoder() = default;
+  CommandEncoder(CommandEncoder&& other) noexcept;
+  CommandEncoder& operator=(CommandEncoder&& other) noexcept;
+  ~CommandEncoder();
+
+  void* handle() const { return handle_; }
+  bool borrowed() const { return borrowed_; }
+
+ private:
+  friend class Device;
+  std::shared_ptr<DeviceState> device_;
+  void* handle_ = nullptr;
+  bool borrowed_ = false;
 };
 
 class ComputePipeline {
@@ -200,6 +239,12 @@ struct TimedRun {
 class Device {
  public:
   static Result<std::unique_ptr<Device>> open(const RuntimeOptions& options);
+  // A device the program created itself (see ExternalDevice). Its topology hash is the one a
+  // device opened by the forge on the same adapter has (the adapter's identity, limits and
+  // features, and the toggles the forge would set), so it finds the kernels tuned there; what
+  // the device itself allows (its limits and features) decides which schedules can run on it.
+  // Device loss is seen through failing operations: the program owns the loss callback.
+  static Result<std::unique_ptr<Device>> adopt(const ExternalDevice& external);
   ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
@@ -210,6 +255,9 @@ class Device {
 
   // Storage buffers can be copied to and from; uniform buffers can be written.
   Result<Buffer> create_buffer(std::uint64_t size, BufferUsage usage, std::string_view label);
+  // A program's own WGPUBuffer of this device, for binding to kernels: it needs Storage usage
+  // (and CopySrc/CopyDst for read_buffer/write_buffer). An error names `label` and the usage.
+  Result<Buffer> wrap_buffer(void* wgpu_buffer, std::string_view label);
   Status write_buffer(const Buffer& buffer, std::uint64_t offset, std::span<const std::byte> bytes);
   Result<std::vector<std::byte>> read_buffer(const Buffer& buffer, std::uint64_t offset,
                                              std::uint64_t size);
@@ -225,6 +273,19 @@ class Device {
 
   // Encodes each step as a compute pass, submits them as one command buffer, waits for the GPU.
   Status run(std::span<const DispatchStep> steps);
+
+  // Recording several kernels into one submission.
+  Result<CommandEncoder> create_command_encoder();
+  CommandEncoder borrow_command_encoder(void* wgpu_command_encoder);
+  // Records each step as a compute pass; nothing runs until the encoder is submitted.
+  Status encode(const CommandEncoder& encoder, std::span<const DispatchStep> steps);
+  // Records a copy of `size` bytes (a multiple of 4, at offsets that are multiples of 4).
+  Status encode_copy(const CommandEncoder& encoder, const Buffer& source,
+                     std::uint64_t source_offset, const Buffer& target, std::uint64_t target_offset,
+                     std::uint64_t size);
+  // Finishes the device's own encoder, submits it and waits for the GPU; `what` names it in
+  // errors. A borrowed encoder is the program's to submit (an error here).
+  Status submit_and_wait(CommandEncoder encoder, std::string_view what);
   // Times the sequence: GPU timestamps around it when the device has them, else the host clock
   // around a completed submission.
   Result<TimedRun> time(std::span<const DispatchStep> steps, const TimingOptions& options);

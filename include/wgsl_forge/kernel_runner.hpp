@@ -5,6 +5,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,8 +18,35 @@ kernels::DeviceCapabilities capabilities_of(const gpu::AdapterInfo& adapter);
 
 using BufferContents = std::map<std::string, std::vector<std::byte>>;
 
-// Buffers a caller owns, by the plan's buffer names ("x", "y", ...).
-using ExternalBuffers = std::map<std::string, const gpu::Buffer*>;
+// A caller's buffer for one of the kernel's buffers (kernels::BufferSpec): from `offset` (a
+// multiple of the device's minStorageBufferOffsetAlignment) to the end of `buffer`. `element`,
+// when given, must be the kernel's element type for that buffer.
+struct BufferSlice {
+  BufferSlice() = default;
+  BufferSlice(const gpu::Buffer* whole) : buffer(whole) {}  // NOLINT: a whole buffer is a slice
+  BufferSlice(const gpu::Buffer* of, std::uint64_t from, std::optional<kernels::ElementType> type)
+      : buffer(of), offset(from), element(type) {}
+
+  const gpu::Buffer* buffer = nullptr;
+  std::uint64_t offset = 0;
+  std::optional<kernels::ElementType> element;
+};
+
+// Buffers a caller owns, by the names of the kernel's buffer table ("x", "keys", ...).
+using ExternalBuffers = std::map<std::string, BufferSlice>;
+
+// Scratch buffers shared by the bound plans of one kernel: one buffer per scratch name, grown
+// when a plan needs more and never shrunk, so repeated calls allocate nothing. Plans of one
+// submission may share them because WebGPU runs the passes of a submission in order.
+class ScratchPool {
+ public:
+  // A buffer of at least `bytes` for scratch buffer `name`, shared with earlier plans.
+  Result<std::shared_ptr<gpu::Buffer>> acquire(gpu::Device& device, const std::string& name,
+                                               std::uint64_t bytes);
+
+ private:
+  std::map<std::string, std::shared_ptr<gpu::Buffer>> buffers_;
+};
 
 // The plan's buffers for one problem, bound to every pass: ready to run again and again.
 class BoundPlan {
@@ -26,11 +54,13 @@ class BoundPlan {
   const kernels::DispatchPlan& plan() const { return plan_; }
   const std::vector<gpu::DispatchStep>& steps() const { return steps_; }
   const gpu::Buffer& buffer(const std::string& name) const;
+  // Where buffer `name` starts in buffer(name): the caller's offset, or 0.
+  std::uint64_t offset(const std::string& name) const;
 
  private:
   friend class PreparedKernel;
   kernels::DispatchPlan plan_;
-  std::map<std::string, gpu::Buffer> buffers_;  // the ones the plan owns
+  std::map<std::string, std::shared_ptr<gpu::Buffer>> buffers_;  // the library's, by name
   ExternalBuffers external_;
   std::vector<gpu::Buffer> uniforms_;
   std::vector<gpu::BindGroup> groups_;
@@ -46,13 +76,20 @@ class PreparedKernel {
 
   const GeneratedKernel& generated() const { return generated_; }
 
-  // Binds the plan's buffers for `problem`: those named in `external` are the caller's (each
-  // must be at least as large as the plan says), the others are created here.
+  // Binds the plan's buffers for `problem`. Those named in `external` are the caller's: each name
+  // must be one of the kernel's buffers, of its element type, holding at least what the plan
+  // needs, and when any buffer is given every input must be. The others are created here (scratch
+  // from `scratch` when given, to be reused). Errors name the kernel, the buffer and the sizes.
   Result<std::unique_ptr<BoundPlan>> bind(const kernels::Problem& problem,
-                                          const ExternalBuffers& external = {});
-  // Runs all passes on the bound buffers as they are, in one submission.
+                                          const ExternalBuffers& external = {},
+                                          ScratchPool* scratch = nullptr);
+  // Runs all passes on the bound buffers as they are, in one submission, and waits.
   Status execute(const BoundPlan& bound);
-  // Writes the inputs (zero-padded) and poisons the outputs and scratch buffers.
+  // Records all passes into `encoder`, to run when it is submitted.
+  Status record(const BoundPlan& bound, const gpu::CommandEncoder& encoder);
+  // For certification and tuning, never a production call: writes every input of the plan
+  // (zero-padded to the buffer; an input missing from `inputs` is an error) and poisons the
+  // outputs and scratch buffers, so that an element the kernel forgets is seen.
   Status load_inputs(const BoundPlan& bound, const BufferContents& inputs);
   // Writes the inputs, poisons outputs and scratch, runs all passes, returns the outputs.
   Result<BufferContents> run(BoundPlan& bound, const BufferContents& inputs);
@@ -60,6 +97,9 @@ class PreparedKernel {
   Result<BufferContents> run(const kernels::CaseInputs& inputs);
 
  private:
+  // The uniform block, bind group and grid of every pass of `bound`, whose buffers are set.
+  Status bind_passes(BoundPlan& bound);
+
   gpu::Device* device_ = nullptr;
   const kernels::KernelDefinition* kernel_ = nullptr;
   GeneratedKernel generated_;

@@ -55,55 +55,133 @@ Result<PreparedKernel> PreparedKernel::prepare(gpu::Device& device,
 }
 
 const gpu::Buffer& BoundPlan::buffer(const std::string& name) const {
-  if (auto it = external_.find(name); it != external_.end()) return *it->second;
-  return buffers_.at(name);
+  if (auto it = external_.find(name); it != external_.end()) return *it->second.buffer;
+  return *buffers_.at(name);
 }
 
+std::uint64_t BoundPlan::offset(const std::string& name) const {
+  auto it = external_.find(name);
+  return it != external_.end() ? it->second.offset : 0;
+}
+
+Result<std::shared_ptr<gpu::Buffer>> ScratchPool::acquire(gpu::Device& device,
+                                                          const std::string& name,
+                                                          std::uint64_t bytes) {
+  std::shared_ptr<gpu::Buffer>& pooled = buffers_[name];
+  if (pooled == nullptr || pooled->size() < bytes) {
+    // Plans bound earlier keep the smaller buffer alive as long as they need it.
+    Result<gpu::Buffer> created = device.create_buffer(bytes, gpu::BufferUsage::kStorage, name);
+    if (!created) return std::move(created).error();
+    pooled = std::make_shared<gpu::Buffer>(std::move(created).value());
+  }
+  return pooled;
+}
+
+namespace {
+
+// A caller's buffer for `spec`, checked against what the plan needs.
+Status check_external(const kernels::BufferSpec& spec, const kernels::BufferPlan& planned,
+                      const BufferSlice& slice, std::uint32_t offset_alignment) {
+  const std::string buffer = "Buffer " + spec.name;
+  if (slice.buffer == nullptr) return Error(ErrorKind::kInvalidInput, buffer + " is null.");
+  if (slice.element && *slice.element != spec.element) {
+    return Error(ErrorKind::kInvalidInput, buffer + " holds " +
+                                               kernels::element_type_name(*slice.element) +
+                                               " elements; the kernel reads it as " +
+                                               kernels::element_type_name(spec.element) + ".");
+  }
+  if (offset_alignment != 0 && slice.offset % offset_alignment != 0) {
+    return Error(ErrorKind::kInvalidInput,
+                 buffer + " starts at offset " + std::to_string(slice.offset) +
+                     ", not a multiple of minStorageBufferOffsetAlignment (" +
+                     std::to_string(offset_alignment) + ").");
+  }
+  const std::uint64_t size = slice.buffer->size();
+  const std::uint64_t available = slice.offset < size ? size - slice.offset : 0;
+  if (available < planned.bytes) {
+    return Error(ErrorKind::kInvalidInput,
+                 buffer + " holds " + std::to_string(available) + " bytes from offset " +
+                     std::to_string(slice.offset) + "; the plan needs " +
+                     std::to_string(planned.bytes) + " (" + spec.size_rule + ").");
+  }
+  return Ok{};
+}
+
+}  // namespace
+
 Result<std::unique_ptr<BoundPlan>> PreparedKernel::bind(const kernels::Problem& problem,
-                                                        const ExternalBuffers& external) {
-  const std::string context = "running " + generated_.kernel_id + " with schedule " +
-                              generated_.schedule.to_string() + " on " + problem.to_string();
+                                                        const ExternalBuffers& external,
+                                                        ScratchPool* scratch) {
+  const std::string context = "binding " + generated_.kernel_id + " with schedule " +
+                              generated_.schedule.to_string() + " for " + problem.to_string();
   Result<kernels::DispatchPlan> plan =
       kernel_->plan(generated_.schedule, problem, capabilities_of(device_->adapter()));
   if (!plan) return std::move(plan).error().with_context(context);
   auto bound = std::make_unique<BoundPlan>();
   bound->plan_ = std::move(plan).value();
-  for (const kernels::BufferPlan& buffer : bound->plan_.buffers) {
-    if (auto given = external.find(buffer.name); given != external.end()) {
-      if (given->second == nullptr || given->second->size() < buffer.bytes) {
-        return Error(ErrorKind::kInvalidInput,
-                     "Buffer " + buffer.name + " holds " +
-                         std::to_string(given->second ? given->second->size() : 0) +
-                         " bytes; the plan needs " + std::to_string(buffer.bytes) + ".")
-            .with_context(context);
+  for (const auto& [name, slice] : external) {
+    if (Result<kernels::BufferSpec> spec = kernel_->find_buffer(name); !spec) {
+      return std::move(spec).error().with_context(context);
+    }
+  }
+  const std::vector<kernels::BufferSpec> specs = kernel_->buffer_specs();
+  const std::uint32_t alignment = device_->adapter().limits.min_storage_buffer_offset_alignment;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const kernels::BufferSpec& spec = specs[i];
+    const kernels::BufferPlan& planned = bound->plan_.buffers[i];
+    if (auto given = external.find(spec.name); given != external.end()) {
+      if (Status fits = check_external(spec, planned, given->second, alignment); !fits) {
+        return std::move(fits).error().with_context(context);
       }
-      bound->external_.emplace(buffer.name, given->second);
+      bound->external_.emplace(spec.name, given->second);
+      continue;
+    }
+    if (!external.empty() && spec.role == kernels::BufferRole::kInput) {
+      return Error(ErrorKind::kInvalidInput,
+                   "Input buffer " + spec.name + " is not given (" + spec.size_rule + ").")
+          .with_context(context);
+    }
+    if (scratch != nullptr && spec.role == kernels::BufferRole::kScratch) {
+      Result<std::shared_ptr<gpu::Buffer>> pooled =
+          scratch->acquire(*device_, spec.name, planned.bytes);
+      if (!pooled) return std::move(pooled).error().with_context(context);
+      bound->buffers_.emplace(spec.name, std::move(pooled).value());
       continue;
     }
     Result<gpu::Buffer> created =
-        device_->create_buffer(buffer.bytes, gpu::BufferUsage::kStorage, buffer.name);
+        device_->create_buffer(planned.bytes, gpu::BufferUsage::kStorage, spec.name);
     if (!created) return std::move(created).error().with_context(context);
-    bound->buffers_.emplace(buffer.name, std::move(created).value());
+    bound->buffers_.emplace(spec.name, std::make_shared<gpu::Buffer>(std::move(created).value()));
   }
+  if (Status passes = bind_passes(*bound); !passes) {
+    return std::move(passes).error().with_context(context);
+  }
+  return bound;
+}
+
+Status PreparedKernel::bind_passes(BoundPlan& bound) {
   const std::uint32_t max_per_dimension =
       device_->adapter().limits.max_compute_workgroups_per_dimension;
-  bound->groups_.reserve(bound->plan_.passes.size());
-  bound->uniforms_.reserve(bound->plan_.passes.size());
-  for (const kernels::PassPlan& pass : bound->plan_.passes) {
+  bound.groups_.reserve(bound.plan_.passes.size());
+  bound.uniforms_.reserve(bound.plan_.passes.size());
+  std::map<std::string, std::uint64_t> planned_bytes;
+  for (const kernels::BufferPlan& buffer : bound.plan_.buffers) {
+    planned_bytes[buffer.name] = buffer.bytes;
+  }
+  for (const kernels::PassPlan& pass : bound.plan_.passes) {
     auto pipeline = pipelines_.find(pass.entry_point);
     if (pipeline == pipelines_.end()) {
       return Error(ErrorKind::kInvalidInput,
-                   "The plan uses entry point " + pass.entry_point + ", which the WGSL lacks.")
-          .with_context(context);
+                   "The plan uses entry point " + pass.entry_point + ", which the WGSL lacks.");
     }
     std::vector<std::uint32_t> words = pass.params;
     if (words.empty()) words.push_back(0);
     Result<gpu::Buffer> uniform = device_->create_buffer(
         round_up_16(words.size() * 4), gpu::BufferUsage::kUniform, pass.entry_point + ".params");
-    if (!uniform) return std::move(uniform).error().with_context(context);
+    if (!uniform) return std::move(uniform).error();
     if (Status written = device_->write_buffer(*uniform, 0, std::as_bytes(std::span(words)));
         !written) {
-      return std::move(written).error().with_context(context);
+      return written;
     }
     std::vector<gpu::BufferBinding> bindings;
     gpu::BufferBinding params;
@@ -111,20 +189,24 @@ Result<std::unique_ptr<BoundPlan>> PreparedKernel::bind(const kernels::Problem& 
     params.buffer = &*uniform;
     bindings.push_back(params);
     for (const auto& [binding, name] : pass.buffers) {
+      // Exactly the planned bytes: a kernel that strays past them cannot reach a caller's
+      // neighbouring data in the same allocation.
       gpu::BufferBinding one;
       one.binding = binding;
-      one.buffer = &bound->buffer(name);
+      one.buffer = &bound.buffer(name);
+      one.offset = bound.offset(name);
+      one.size = planned_bytes.at(name);
       bindings.push_back(one);
     }
     Result<gpu::BindGroup> group = device_->create_bind_group(pipeline->second, bindings);
-    if (!group) return std::move(group).error().with_context(context);
+    if (!group) return std::move(group).error();
     Result<gpu::WorkgroupGrid> grid = gpu::plan_workgroup_grid(pass.workgroups, max_per_dimension);
-    if (!grid) return std::move(grid).error().with_context(context);
-    bound->uniforms_.push_back(std::move(uniform).value());
-    bound->groups_.push_back(std::move(group).value());
-    bound->steps_.push_back({&pipeline->second, &bound->groups_.back(), *grid});
+    if (!grid) return std::move(grid).error();
+    bound.uniforms_.push_back(std::move(uniform).value());
+    bound.groups_.push_back(std::move(group).value());
+    bound.steps_.push_back({&pipeline->second, &bound.groups_.back(), *grid});
   }
-  return bound;
+  return Ok{};
 }
 
 Status PreparedKernel::load_inputs(const BoundPlan& bound, const BufferContents& inputs) {
@@ -134,21 +216,25 @@ Status PreparedKernel::load_inputs(const BoundPlan& bound, const BufferContents&
     std::vector<std::byte> contents;
     if (buffer.role == kernels::BufferRole::kInput) {
       auto given = inputs.find(buffer.name);
-      contents.assign(target.size(), std::byte{0});
-      if (given != inputs.end()) {
-        if (given->second.size() > target.size()) {
-          return Error(ErrorKind::kInvalidInput,
-                       "Input " + buffer.name + " has " + std::to_string(given->second.size()) +
-                           " bytes; the plan's buffer holds " + std::to_string(target.size()) + ".")
-              .with_context(context);
-        }
-        if (!given->second.empty())
-          std::memcpy(contents.data(), given->second.data(), given->second.size());
+      if (given == inputs.end()) {
+        return Error(ErrorKind::kInvalidInput, "No contents are given for input " + buffer.name +
+                                                   " of " + generated_.kernel_id + ".")
+            .with_context(context);
       }
+      if (given->second.size() > buffer.bytes) {
+        return Error(ErrorKind::kInvalidInput,
+                     "Input " + buffer.name + " has " + std::to_string(given->second.size()) +
+                         " bytes; the plan's buffer holds " + std::to_string(buffer.bytes) + ".")
+            .with_context(context);
+      }
+      contents.assign(buffer.bytes, std::byte{0});
+      if (!given->second.empty())
+        std::memcpy(contents.data(), given->second.data(), given->second.size());
     } else {
-      contents = poison_bytes(target.size());
+      contents = poison_bytes(buffer.bytes);
     }
-    if (Status written = device_->write_buffer(target, 0, contents); !written) {
+    if (Status written = device_->write_buffer(target, bound.offset(buffer.name), contents);
+        !written) {
       return std::move(written).error().with_context(context);
     }
   }
@@ -164,11 +250,21 @@ Result<BufferContents> PreparedKernel::run(BoundPlan& bound, const BufferContent
   for (const kernels::BufferPlan& buffer : bound.plan_.buffers) {
     if (buffer.role != kernels::BufferRole::kOutput) continue;
     const gpu::Buffer& source = bound.buffer(buffer.name);
-    Result<std::vector<std::byte>> bytes = device_->read_buffer(source, 0, source.size());
+    Result<std::vector<std::byte>> bytes =
+        device_->read_buffer(source, bound.offset(buffer.name), buffer.bytes);
     if (!bytes) return std::move(bytes).error().with_context(context);
     outputs.emplace(buffer.name, std::move(bytes).value());
   }
   return outputs;
+}
+
+Status PreparedKernel::record(const BoundPlan& bound, const gpu::CommandEncoder& encoder) {
+  Status recorded = device_->encode(encoder, bound.steps_);
+  if (!recorded) {
+    return std::move(recorded).error().with_context(
+        "recording " + generated_.kernel_id + " with schedule " + generated_.schedule.to_string());
+  }
+  return Ok{};
 }
 
 Status PreparedKernel::execute(const BoundPlan& bound) {

@@ -61,6 +61,8 @@ const char* lost_reason_name(std::uint32_t reason) {
   }
 }
 
+std::vector<std::string> forge_toggles(bool timestamps, bool bounds_checks);
+
 // The features wgsl-forge may use, by their WebGPU names.
 struct KnownFeature {
   std::uint32_t value;
@@ -268,8 +270,7 @@ Status request_device(DeviceState& state, const RuntimeOptions& options) {
   state.device = reply->device;
   state.queue = state.api->DeviceGetQueue(state.device);
   state.gpu_timestamps = timestamps;
-  if (timestamps) state.info.toggles.push_back("disabled:timestamp_quantization");
-  if (!options.bounds_checks) state.info.toggles.push_back("enabled:disable_robustness");
+  state.info.toggles = forge_toggles(timestamps, options.bounds_checks);
   return Ok{};
 }
 
@@ -305,6 +306,34 @@ Status describe(DeviceState& state) {
   info.library_blake3 = state.library->blake3();
   info.topology_hash = compute_topology_hash(info);
   return Ok{};
+}
+
+// The toggles Device::open sets (request_device), which an adopted device's key assumes.
+std::vector<std::string> forge_toggles(bool timestamps, bool bounds_checks) {
+  std::vector<std::string> toggles;
+  if (timestamps) toggles.emplace_back("disabled:timestamp_quantization");
+  if (!bounds_checks) toggles.emplace_back("enabled:disable_robustness");
+  return toggles;
+}
+
+// The topology hash of a device the forge would open on the same adapter: it asks for the
+// adapter's limits and every useful feature the adapter has.
+Result<std::string> adapter_topology_hash(const DeviceState& state, bool bounds_checks) {
+  AdapterInfo keyed = state.info;
+  LimitsStorage adapter_limits{};
+  if (state.api->AdapterGetLimits(state.adapter, &adapter_limits.limits) != kStatusSuccess) {
+    return Error(ErrorKind::kRuntime, "The adapter does not report its limits.");
+  }
+  keyed.limits = convert_limits(adapter_limits.limits);
+  keyed.features.clear();
+  for (const KnownFeature& feature : kUsefulFeatures) {
+    if (state.api->AdapterHasFeature(state.adapter, feature.value))
+      keyed.features.push_back(feature.name);
+  }
+  const bool timestamps = std::find(keyed.features.begin(), keyed.features.end(),
+                                    "timestamp-query") != keyed.features.end();
+  keyed.toggles = forge_toggles(timestamps, bounds_checks);
+  return compute_topology_hash(keyed);
 }
 
 }  // namespace
@@ -344,6 +373,46 @@ Result<std::unique_ptr<Device>> Device::open(const RuntimeOptions& options) {
   state->adapter = *adapter;
   if (Status device = request_device(*state, options); !device) return std::move(device).error();
   if (Status described = describe(*state); !described) return std::move(described).error();
+  return std::unique_ptr<Device>(new Device(std::move(state)));
+}
+
+Result<std::unique_ptr<Device>> Device::adopt(const ExternalDevice& external) {
+  const char* missing = external.instance == nullptr  ? "instance"
+                        : external.adapter == nullptr ? "adapter"
+                        : external.device == nullptr  ? "device"
+                                                      : nullptr;
+  if (missing != nullptr) {
+    return Error(ErrorKind::kInvalidInput,
+                 "The program's WebGPU " + std::string(missing) + " is null (adopting a device).");
+  }
+  Result<std::filesystem::path> path = resolve_webgpu_library(external.library_path);
+  if (!path) return std::move(path).error();
+  Result<std::shared_ptr<const WebGpuLibrary>> library = WebGpuLibrary::load(*path);
+  if (!library) return std::move(library).error();
+
+  auto state = std::make_shared<DeviceState>();
+  state->library = *library;
+  state->api = &(*library)->functions();
+  state->wait_timeout = external.wait_timeout;
+  state->adopted = true;
+  state->instance = static_cast<WGPUInstance>(external.instance);
+  state->adapter = static_cast<WGPUAdapter>(external.adapter);
+  state->device = static_cast<WGPUDevice>(external.device);
+  state->api->InstanceAddRef(state->instance);
+  state->api->AdapterAddRef(state->adapter);
+  state->api->DeviceAddRef(state->device);
+  state->queue = state->api->DeviceGetQueue(state->device);
+  if (Status described = describe(*state); !described) return std::move(described).error();
+  state->gpu_timestamps = state->api->DeviceHasFeature(state->device, kFeatureTimestampQuery);
+  Result<std::string> topology = adapter_topology_hash(*state, external.bounds_checks);
+  if (!topology) return std::move(topology).error();
+  state->info.topology_hash = *topology;
+  // The toggles the key stands for; the program's device may run with others (for example
+  // timestamp quantization), which changes timing precision, not which schedule is fastest.
+  state->info.toggles =
+      forge_toggles(std::find(state->info.features.begin(), state->info.features.end(),
+                              "timestamp-query") != state->info.features.end(),
+                    external.bounds_checks);
   return std::unique_ptr<Device>(new Device(std::move(state)));
 }
 

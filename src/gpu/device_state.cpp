@@ -17,7 +17,7 @@ WGPUStringView to_view(std::string_view text) { return WGPUStringView{text.data(
 DeviceState::~DeviceState() {
   if (queue != nullptr) api->QueueRelease(queue);
   if (device != nullptr) {
-    api->DeviceDestroy(device);
+    if (!adopted) api->DeviceDestroy(device);
     api->DeviceRelease(device);
   }
   if (adapter != nullptr) api->AdapterRelease(adapter);

@@ -52,6 +52,8 @@ struct DeviceState : std::enable_shared_from_this<DeviceState> {
   std::chrono::milliseconds wait_timeout{0};
   AdapterInfo info;
   bool gpu_timestamps = false;
+  // The program's own device (Device::adopt): released, never destroyed.
+  bool adopted = false;
 
   // Written by Dawn's spontaneous device-lost callback, possibly from another thread.
   mutable std::mutex mutex;

@@ -57,17 +57,36 @@ Result<WorkgroupGrid> plan_workgroup_grid(std::uint64_t workgroups,
 Buffer::Buffer(Buffer&& other) noexcept
     : device_(std::move(other.device_)),
       handle_(std::exchange(other.handle_, nullptr)),
-      size_(other.size_) {}
+      size_(other.size_),
+      owned_(other.owned_) {}
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   std::swap(device_, other.device_);
   std::swap(handle_, other.handle_);
   std::swap(size_, other.size_);
+  std::swap(owned_, other.owned_);
   return *this;
 }
 Buffer::~Buffer() {
   if (handle_ != nullptr) {
-    device_->api->BufferDestroy(static_cast<WGPUBuffer>(handle_));
+    // Destroy frees the memory once submitted work using it is done (WebGPU defers it).
+    if (owned_) device_->api->BufferDestroy(static_cast<WGPUBuffer>(handle_));
     device_->api->BufferRelease(static_cast<WGPUBuffer>(handle_));
+  }
+}
+
+CommandEncoder::CommandEncoder(CommandEncoder&& other) noexcept
+    : device_(std::move(other.device_)),
+      handle_(std::exchange(other.handle_, nullptr)),
+      borrowed_(other.borrowed_) {}
+CommandEncoder& CommandEncoder::operator=(CommandEncoder&& other) noexcept {
+  std::swap(device_, other.device_);
+  std::swap(handle_, other.handle_);
+  std::swap(borrowed_, other.borrowed_);
+  return *this;
+}
+CommandEncoder::~CommandEncoder() {
+  if (handle_ != nullptr) {
+    device_->api->CommandEncoderRelease(static_cast<WGPUCommandEncoder>(handle_));
   }
 }
 
@@ -129,6 +148,20 @@ Result<Buffer> Device::create_buffer(std::uint64_t size, BufferUsage usage,
   Buffer buffer(state_, handle, allocated);  // releases the error buffer on failure
   if (!created) return std::move(created).error();
   return buffer;
+}
+
+Result<Buffer> Device::wrap_buffer(void* wgpu_buffer, std::string_view label) {
+  if (wgpu_buffer == nullptr) {
+    return Error(ErrorKind::kInvalidInput, "Buffer " + std::string(label) + " is null.");
+  }
+  auto* handle = static_cast<WGPUBuffer>(wgpu_buffer);
+  if ((state_->api->BufferGetUsage(handle) & kBufferUsageStorage) == 0) {
+    return Error(ErrorKind::kInvalidInput,
+                 "Buffer " + std::string(label) +
+                     " lacks Storage usage (WGPUBufferUsage_Storage), which kernels bind.");
+  }
+  state_->api->BufferAddRef(handle);
+  return Buffer(state_, handle, state_->api->BufferGetSize(handle), /*owned=*/false);
 }
 
 Status Device::write_buffer(const Buffer& buffer, std::uint64_t offset,
@@ -445,6 +478,82 @@ Status Device::run(std::span<const DispatchStep> steps) {
                              [&](WGPUCommandEncoder encoder) {
                                encode_steps(*state_->api, encoder, steps, 1, std::nullopt);
                              });
+}
+
+Result<CommandEncoder> Device::create_command_encoder() {
+  CommandEncoder encoder;
+  encoder.device_ = state_;
+  Status created = state_->capture_errors("creating a command encoder", [&] {
+    encoder.handle_ = state_->api->DeviceCreateCommandEncoder(state_->device, nullptr);
+  });
+  if (!created) return std::move(created).error();
+  return encoder;
+}
+
+CommandEncoder Device::borrow_command_encoder(void* wgpu_command_encoder) {
+  CommandEncoder encoder;
+  encoder.device_ = state_;
+  encoder.borrowed_ = true;
+  if (wgpu_command_encoder != nullptr) {
+    encoder.handle_ = wgpu_command_encoder;
+    state_->api->CommandEncoderAddRef(static_cast<WGPUCommandEncoder>(wgpu_command_encoder));
+  }
+  return encoder;
+}
+
+// Recording touches no GPU and waits for nothing: what is wrong in it (a binding, a limit) is
+// reported by WebGPU when the encoder is finished, which submit_and_wait captures.
+Status Device::encode(const CommandEncoder& encoder, std::span<const DispatchStep> steps) {
+  if (encoder.handle() == nullptr) {
+    return Error(ErrorKind::kInvalidInput, "The command encoder is null.");
+  }
+  if (Status valid = check_steps(steps); !valid) return valid;
+  if (Status alive = state_->check_alive(); !alive) return alive;
+  encode_steps(*state_->api, static_cast<WGPUCommandEncoder>(encoder.handle()), steps, 1,
+               std::nullopt);
+  return Ok{};
+}
+
+Status Device::encode_copy(const CommandEncoder& encoder, const Buffer& source,
+                           std::uint64_t source_offset, const Buffer& target,
+                           std::uint64_t target_offset, std::uint64_t size) {
+  if (encoder.handle() == nullptr) {
+    return Error(ErrorKind::kInvalidInput, "The command encoder is null.");
+  }
+  if ((source_offset | target_offset | size) % 4 != 0 || source_offset + size > source.size() ||
+      target_offset + size > target.size()) {
+    return Error(ErrorKind::kInvalidInput,
+                 "A copy of " + std::to_string(size) + " bytes from offset " +
+                     std::to_string(source_offset) + " of " + std::to_string(source.size()) +
+                     " bytes to offset " + std::to_string(target_offset) + " of " +
+                     std::to_string(target.size()) +
+                     " bytes does not fit (sizes and offsets are multiples of 4).");
+  }
+  if (size == 0) return Ok{};
+  state_->api->CommandEncoderCopyBufferToBuffer(
+      static_cast<WGPUCommandEncoder>(encoder.handle()), static_cast<WGPUBuffer>(source.handle()),
+      source_offset, static_cast<WGPUBuffer>(target.handle()), target_offset, size);
+  return Ok{};
+}
+
+Status Device::submit_and_wait(CommandEncoder encoder, std::string_view what) {
+  if (encoder.borrowed()) {
+    return Error(ErrorKind::kInvalidInput,
+                 "A borrowed command encoder is submitted by its owner, not by the forge.");
+  }
+  if (encoder.handle() == nullptr) {
+    return Error(ErrorKind::kInvalidInput, "The command encoder is null.");
+  }
+  WGPUCommandBuffer commands = nullptr;
+  Status finished = state_->capture_errors("encoding " + std::string(what), [&] {
+    commands = state_->api->CommandEncoderFinish(static_cast<WGPUCommandEncoder>(encoder.handle()),
+                                                 nullptr);
+  });
+  if (!finished) {
+    if (commands != nullptr) state_->api->CommandBufferRelease(commands);
+    return finished;
+  }
+  return state_->submit_and_wait(commands, what);
 }
 
 namespace {

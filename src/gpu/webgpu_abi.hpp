@@ -424,10 +424,12 @@ struct WGPUQuerySetDescriptor {
 // The functions we call, resolved by name from the loaded library.
 #define WGSL_FORGE_WEBGPU_FUNCTIONS(X)                                                             \
   X(CreateInstance, WGPUInstance, const void*)                                                     \
+  X(InstanceAddRef, void, WGPUInstance)                                                            \
   X(InstanceRelease, void, WGPUInstance)                                                           \
   X(InstanceProcessEvents, void, WGPUInstance)                                                     \
   X(InstanceRequestAdapter, WGPUFuture, WGPUInstance, const WGPURequestAdapterOptions*,            \
     WGPUCallbackInfo<WGPURequestAdapterCallback>)                                                  \
+  X(AdapterAddRef, void, WGPUAdapter)                                                              \
   X(AdapterRelease, void, WGPUAdapter)                                                             \
   X(AdapterGetInfo, std::uint32_t, WGPUAdapter, WGPUAdapterInfo*)                                  \
   X(AdapterInfoFreeMembers, void, WGPUAdapterInfo)                                                 \
@@ -435,6 +437,7 @@ struct WGPUQuerySetDescriptor {
   X(AdapterHasFeature, WGPUBool, WGPUAdapter, std::uint32_t)                                       \
   X(AdapterRequestDevice, WGPUFuture, WGPUAdapter, const WGPUDeviceDescriptor*,                    \
     WGPUCallbackInfo<WGPURequestDeviceCallback>)                                                   \
+  X(DeviceAddRef, void, WGPUDevice)                                                                \
   X(DeviceRelease, void, WGPUDevice)                                                               \
   X(DeviceDestroy, void, WGPUDevice)                                                               \
   X(DeviceGetLimits, std::uint32_t, WGPUDevice, WGPULimits*)                                       \
@@ -459,7 +462,10 @@ struct WGPUQuerySetDescriptor {
   X(QueueSubmit, void, WGPUQueue, std::size_t, const WGPUCommandBuffer*)                           \
   X(QueueWriteBuffer, void, WGPUQueue, WGPUBuffer, std::uint64_t, const void*, std::size_t)        \
   X(QueueOnSubmittedWorkDone, WGPUFuture, WGPUQueue, WGPUCallbackInfo<WGPUQueueWorkDoneCallback>)  \
+  X(BufferAddRef, void, WGPUBuffer)                                                                \
   X(BufferRelease, void, WGPUBuffer)                                                               \
+  X(BufferGetSize, std::uint64_t, WGPUBuffer)                                                      \
+  X(BufferGetUsage, WGPUFlags, WGPUBuffer)                                                         \
   X(BufferDestroy, void, WGPUBuffer)                                                               \
   X(BufferMapAsync, WGPUFuture, WGPUBuffer, WGPUFlags, std::size_t, std::size_t,                   \
     WGPUCallbackInfo<WGPUBufferMapCallback>)                                                       \
@@ -472,6 +478,7 @@ struct WGPUQuerySetDescriptor {
   X(BindGroupRelease, void, WGPUBindGroup)                                                         \
   X(PipelineLayoutRelease, void, WGPUPipelineLayout)                                               \
   X(ComputePipelineRelease, void, WGPUComputePipeline)                                             \
+  X(CommandEncoderAddRef, void, WGPUCommandEncoder)                                                \
   X(CommandEncoderRelease, void, WGPUCommandEncoder)                                               \
   X(CommandEncoderBeginComputePass, WGPUComputePassEncoder, WGPUCommandEncoder,                    \
     const WGPUComputePassDescriptor*)                                                              \

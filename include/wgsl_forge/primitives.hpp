@@ -1,0 +1,155 @@
+#pragma once
+// The primitives a database calls on its own GPU buffers: one call per operation, each with the
+// schedule tuned for this adapter's topology (or the default schedule, with the reason in
+// origin()). A call either runs and waits, or records into a Batch, so that several calls (a
+// filter, then a gather, then a sort) go to the GPU in one submission with no host round trip.
+//
+//   forge::Primitives primitives(device, ManifestCache(root));
+//   auto keys = device.wrap_buffer(my_wgpu_buffer, "keys");        // or device.create_buffer
+//   primitives.sort_u32(forge::U32Column{&*keys}, n);              // ascending, in place
+//
+// Buffers. A column is a storage buffer of the device from a byte offset (a multiple of the
+// device's minStorageBufferOffsetAlignment, 256 on most GPUs). Each call checks that every column
+// holds what the kernel needs and names the kernel, the buffer and both sizes when it does not;
+// kernels::KernelDefinition::buffer_specs() gives each kernel's rule ("n rounded up to a multiple
+// of 4 elements, at least 4" for the vectorised inputs and outputs). A call reads its input
+// columns and writes its output columns, within the planned bytes only; scratch buffers are the
+// library's, allocated on first use and reused by every later call.
+//
+// Recording. In a Batch, a call's reads and writes happen when the batch's encoder is
+// submitted, in the order the calls were recorded; the host sees no result until then, so
+// results (a sum, a kept count) go to a column of the caller's instead of a return value. The
+// Batch holds the uniforms and scratch its commands use: keep it until the submitted work has
+// finished. Two recorded calls may share scratch: WebGPU orders the passes of a submission.
+//
+// Threads: a Primitives object is used by one thread at a time (it keeps per-kernel state);
+// independent objects on one device may be used from different threads only if the program
+// serialises its use of the device's queue, as webgpu.h requires.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "wgsl_forge/cache.hpp"
+#include "wgsl_forge/forge.hpp"
+#include "wgsl_forge/gpu.hpp"
+#include "wgsl_forge/kernel_runner.hpp"
+
+namespace wgsl_forge::forge {
+
+template <typename T>
+struct Column {
+  static_assert(std::is_same_v<T, std::uint32_t> || std::is_same_v<T, float>,
+                "columns hold u32 or f32 elements");
+  const gpu::Buffer* buffer = nullptr;
+  std::uint64_t offset = 0;  // bytes
+};
+using U32Column = Column<std::uint32_t>;
+using F32Column = Column<float>;
+
+class Primitives;
+
+// Calls recorded into one command encoder: the device's own (Primitives::begin_batch; submit()
+// runs it and waits) or the program's (Primitives::record_into; the program submits it).
+class Batch {
+ public:
+  Batch(Batch&&) noexcept = default;
+  Batch& operator=(Batch&&) noexcept = default;
+  ~Batch() = default;
+
+  // Submits the device's own encoder and waits for the GPU; an error for a program's encoder.
+  Status submit_and_wait();
+  const gpu::CommandEncoder& encoder() const { return encoder_; }
+
+ private:
+  friend class Primitives;
+  Batch(gpu::Device& device, gpu::CommandEncoder encoder)
+      : device_(&device), encoder_(std::move(encoder)) {}
+
+  gpu::Device* device_;
+  gpu::CommandEncoder encoder_;
+  std::vector<std::shared_ptr<const BoundPlan>> plans_;  // what the recorded commands use
+};
+
+class Primitives {
+ public:
+  Primitives(gpu::Device& device, ManifestCache cache);
+  ~Primitives();
+  Primitives(const Primitives&) = delete;
+  Primitives& operator=(const Primitives&) = delete;
+
+  gpu::Device& device() { return *device_; }
+
+  // Compiles `kernel_id` with its tuned schedule now, rather than at its first call: what a
+  // database does at start-up. Returns where the schedule came from (see origin()).
+  Result<std::string> load(std::string_view kernel_id);
+  // Every builtin kernel; the first error stops.
+  Status load_all();
+  // "tuned: ..." or "default schedule: <why>" for a loaded kernel; an error for another.
+  Result<std::string> origin(std::string_view kernel_id) const;
+
+  Result<Batch> begin_batch();
+  // Records into the program's WGPUCommandEncoder, which the program finishes and submits.
+  Batch record_into(void* wgpu_command_encoder);
+
+  // Each operation runs and waits when `batch` is null, and is recorded into it otherwise.
+
+  // Ascending sort of keys[0, n), in place (the kernel's last round writes back into keys).
+  Status sort_u32(U32Column keys, std::uint64_t n, Batch* batch = nullptr);
+  // Stable ascending sort of keys[0, n) carrying values[0, n) along, in place.
+  Status sort_pairs_u32(U32Column keys, U32Column values, std::uint64_t n, Batch* batch = nullptr);
+  // y[i] = sum of x[0, i); y needs n rounded up to 4 elements.
+  Status exclusive_scan_u32(U32Column x, std::uint64_t n, U32Column y, Batch* batch = nullptr);
+  // counts[b] = how many of x[0, n) have x % bins == b (bins in 1..4096).
+  Status histogram_u32(U32Column x, std::uint64_t n, std::uint32_t bins, U32Column counts,
+                       Batch* batch = nullptr);
+  // y[i] = x[idx[i]] for i < n; an index at or past x_length gives +0.0.
+  Status gather_f32(F32Column x, std::uint64_t x_length, U32Column idx, std::uint64_t n,
+                    F32Column y, Batch* batch = nullptr);
+  // C (m x n) = A (m x k) B (k x n), row-major.
+  Status gemm_f32(F32Column a, F32Column b, F32Column c, std::uint32_t m, std::uint32_t n,
+                  std::uint32_t k, Batch* batch = nullptr);
+  // y[i] = a x[i] + b for i < n.
+  Status affine_f32(F32Column x, std::uint64_t n, float a, float b, F32Column y,
+                    Batch* batch = nullptr);
+  // The elements of x[0, n) greater than threshold, in order, to out; returns how many.
+  Result<std::uint64_t> compact_f32(F32Column x, std::uint64_t n, float threshold, F32Column out);
+  Status compact_f32(Batch& batch, F32Column x, std::uint64_t n, float threshold, F32Column out,
+                     U32Column count);
+  // Reductions of x[0, n): the value, or (recorded) into result[0]. min/max of n = 0 is an error.
+  Result<float> sum_f32(F32Column x, std::uint64_t n);
+  Status sum_f32(Batch& batch, F32Column x, std::uint64_t n, F32Column result);
+  Result<float> min_f32(F32Column x, std::uint64_t n);
+  Status min_f32(Batch& batch, F32Column x, std::uint64_t n, F32Column result);
+  Result<float> max_f32(F32Column x, std::uint64_t n);
+  Status max_f32(Batch& batch, F32Column x, std::uint64_t n, F32Column result);
+  Result<std::uint32_t> sum_u32(U32Column x, std::uint64_t n);  // wrapping
+  Status sum_u32(Batch& batch, U32Column x, std::uint64_t n, U32Column result);
+
+ private:
+  struct LoadedKernel;
+  using Buffers = std::map<std::string, BufferSlice>;
+
+  Result<LoadedKernel*> loaded(std::string_view kernel_id);
+  // The bound plan of `kernel_id` for `problem` on `buffers`, bound once and reused.
+  Result<std::shared_ptr<const BoundPlan>> bound(LoadedKernel& kernel,
+                                                 const kernels::Problem& problem,
+                                                 const Buffers& buffers);
+  // Binds, then runs and waits (null batch) or records.
+  Status dispatch(std::string_view kernel_id, const kernels::Problem& problem,
+                  const Buffers& buffers, Batch* batch);
+  // Runs and waits, then reads one 4-byte word of output `name`.
+  Result<std::uint32_t> dispatch_and_read(std::string_view kernel_id,
+                                          const kernels::Problem& problem, Buffers buffers,
+                                          const std::string& name);
+
+  gpu::Device* device_;
+  KernelLibrary library_;
+  std::map<std::string, std::unique_ptr<LoadedKernel>, std::less<>> kernels_;
+};
+
+}  // namespace wgsl_forge::forge

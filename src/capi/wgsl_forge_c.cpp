@@ -1,0 +1,523 @@
+// The C API (include/wgsl_forge/wgsl_forge.h) over forge::Primitives: opaque handles, integer
+// statuses, and the message of the last failure kept in the context. Nothing throws out of here.
+
+#include "wgsl_forge/wgsl_forge.h"
+
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <new>
+#include <optional>
+#include <string>
+
+#include "wgsl_forge/primitives.hpp"
+#include "wgsl_forge/version.hpp"
+
+using namespace wgsl_forge;
+
+struct wf_context {
+  std::mutex mutex;
+  std::string error;
+  std::string origin;  // the last wf_kernel_origin answer
+  std::unique_ptr<gpu::Device> device;
+  std::optional<ManifestCache> cache;
+  std::unique_ptr<forge::Primitives> primitives;
+};
+
+struct wf_batch {
+  wf_context* context;
+  forge::Batch batch;
+};
+
+namespace {
+
+int status_code(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::kInvalidInput:
+    case ErrorKind::kInvalidKey:
+      return WF_ERROR_INVALID_INPUT;
+    case ErrorKind::kCollision:
+    case ErrorKind::kCorruption:
+    case ErrorKind::kSerialization:
+    case ErrorKind::kIo:
+      return WF_ERROR_CACHE;
+    case ErrorKind::kCompilation:
+    case ErrorKind::kValidation:
+    case ErrorKind::kRuntime:
+      return WF_ERROR_GPU;
+  }
+  return WF_ERROR_GPU;
+}
+
+int fail(wf_context& context, const Error& error) {
+  context.error = error.to_string();
+  return status_code(error.kind());
+}
+
+int fail(wf_context& context, const std::string& message) {
+  context.error = message;
+  return WF_ERROR_INVALID_INPUT;
+}
+
+// Runs `body` under the context's lock; a C++ exception (memory exhausted) becomes a status.
+template <typename Body>
+int guarded(wf_context* context, Body&& body) {
+  if (context == nullptr) return WF_ERROR_INVALID_INPUT;
+  std::lock_guard lock(context->mutex);
+  context->error.clear();
+  try {
+    return body(*context);
+  } catch (const std::bad_alloc&) {
+    return fail(*context, Error(ErrorKind::kRuntime, "Out of host memory."));
+  } catch (const std::exception& exception) {
+    return fail(*context, Error(ErrorKind::kRuntime, exception.what()));
+  }
+}
+
+int finish(wf_context& context, const Status& status) {
+  return status ? WF_OK : fail(context, status.error());
+}
+
+int open_context(std::unique_ptr<gpu::Device> device, const char* cache_dir, wf_context& context) {
+  std::optional<std::filesystem::path> explicit_root;
+  if (cache_dir != nullptr) explicit_root = cache_dir;
+  Result<std::filesystem::path> root = resolve_cache_root(explicit_root);
+  if (!root) return fail(context, root.error());
+  context.device = std::move(device);
+  context.cache.emplace(*root);
+  context.primitives = std::make_unique<forge::Primitives>(*context.device, *context.cache);
+  return WF_OK;
+}
+
+int create(wf_context** out, const std::function<int(wf_context&)>& open) {
+  if (out == nullptr) return WF_ERROR_INVALID_INPUT;
+  *out = new (std::nothrow) wf_context();
+  if (*out == nullptr) return WF_ERROR_GPU;
+  return guarded(*out, open);
+}
+
+// A program's WGPUBuffer as a column of the context's device.
+struct WrappedColumn {
+  gpu::Buffer buffer;
+  std::uint64_t offset = 0;
+};
+
+Result<WrappedColumn> wrap(wf_context& context, wf_column column, const char* name) {
+  Result<gpu::Buffer> buffer = context.device->wrap_buffer(column.buffer, name);
+  if (!buffer) return std::move(buffer).error();
+  return WrappedColumn{std::move(buffer).value(), column.offset};
+}
+
+template <typename T>
+forge::Column<T> as(const WrappedColumn& wrapped) {
+  return forge::Column<T>{&wrapped.buffer, wrapped.offset};
+}
+
+forge::Batch* batch_of(wf_batch* batch) { return batch == nullptr ? nullptr : &batch->batch; }
+
+Status check_batch(wf_context& context, wf_batch* batch) {
+  if (batch != nullptr && batch->context != &context) {
+    return Error(ErrorKind::kInvalidInput, "The batch belongs to another context.");
+  }
+  return Ok{};
+}
+
+// A device buffer holding `bytes` of host data, padded to a multiple of 16 bytes as every
+// vectorised kernel needs.
+Result<gpu::Buffer> upload(gpu::Device& device, const void* data, std::size_t bytes,
+                           std::size_t capacity_bytes, const char* label) {
+  const std::uint64_t size = std::max<std::uint64_t>(16, (capacity_bytes + 15) / 16 * 16);
+  Result<gpu::Buffer> buffer = device.create_buffer(size, gpu::BufferUsage::kStorage, label);
+  if (!buffer) return buffer;
+  if (bytes != 0) {
+    Status written =
+        device.write_buffer(*buffer, 0, std::span(static_cast<const std::byte*>(data), bytes));
+    if (!written) return std::move(written).error();
+  }
+  return buffer;
+}
+
+Status download(gpu::Device& device, const gpu::Buffer& buffer, void* data, std::size_t bytes) {
+  Result<std::vector<std::byte>> read = device.read_buffer(buffer, 0, bytes);
+  if (!read) return std::move(read).error();
+  if (bytes != 0) std::memcpy(data, read->data(), bytes);
+  return Ok{};
+}
+
+template <typename... Columns>
+int with_columns(wf_context* context, wf_batch* batch,
+                 const std::function<Status(wf_context&, const WrappedColumn* columns)>& call,
+                 Columns... columns) {
+  return guarded(context, [&](wf_context& c) {
+    if (Status same = check_batch(c, batch); !same) return fail(c, same.error());
+    const wf_column given[] = {columns.first...};
+    const char* names[] = {columns.second...};
+    std::vector<WrappedColumn> wrapped;
+    for (std::size_t i = 0; i < sizeof...(Columns); ++i) {
+      Result<WrappedColumn> one = wrap(c, given[i], names[i]);
+      if (!one) return fail(c, one.error());
+      wrapped.push_back(std::move(one).value());
+    }
+    return finish(c, call(c, wrapped.data()));
+  });
+}
+
+std::pair<wf_column, const char*> named(wf_column column, const char* name) {
+  return {column, name};
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* wf_version(void) { return kVersion; }
+
+int wf_context_create(const char* cache_dir, wf_context** out) {
+  return create(out, [&](wf_context& context) {
+    Result<std::unique_ptr<gpu::Device>> device = gpu::Device::open(gpu::RuntimeOptions{});
+    if (!device) return fail(context, device.error());
+    return open_context(std::move(device).value(), cache_dir, context);
+  });
+}
+
+int wf_context_create_with_device(const wf_device_desc* desc, const char* cache_dir,
+                                  wf_context** out) {
+  return create(out, [&](wf_context& context) {
+    if (desc == nullptr) return fail(context, "The device description is NULL.");
+    gpu::ExternalDevice external;
+    if (desc->webgpu_library != nullptr) external.library_path = desc->webgpu_library;
+    external.instance = desc->instance;
+    external.adapter = desc->adapter;
+    external.device = desc->device;
+    external.bounds_checks = desc->bounds_checks != 0;
+    Result<std::unique_ptr<gpu::Device>> device = gpu::Device::adopt(external);
+    if (!device) return fail(context, device.error());
+    return open_context(std::move(device).value(), cache_dir, context);
+  });
+}
+
+void wf_context_destroy(wf_context* context) { delete context; }
+
+const char* wf_context_error(const wf_context* context) {
+  return context == nullptr ? "The context is NULL." : context->error.c_str();
+}
+
+const char* wf_context_adapter_name(const wf_context* context) {
+  if (context == nullptr || context->device == nullptr) return "";
+  return context->device->adapter().identity.name.c_str();
+}
+
+const char* wf_context_topology_hash(const wf_context* context) {
+  if (context == nullptr || context->device == nullptr) return "";
+  return context->device->adapter().topology_hash.c_str();
+}
+
+int wf_load_all(wf_context* context) {
+  return guarded(context, [](wf_context& c) {
+    if (!c.primitives) return fail(c, "The context failed to open.");
+    return finish(c, c.primitives->load_all());
+  });
+}
+
+int wf_kernel_origin(wf_context* context, const char* kernel_id, const char** origin) {
+  return guarded(context, [&](wf_context& c) {
+    if (!c.primitives) return fail(c, "The context failed to open.");
+    if (kernel_id == nullptr || origin == nullptr) return fail(c, "kernel_id or origin is NULL.");
+    Result<std::string> loaded = c.primitives->load(kernel_id);
+    if (!loaded) return fail(c, loaded.error());
+    c.origin = *loaded;
+    *origin = c.origin.c_str();
+    return WF_OK;
+  });
+}
+
+int wf_auto_tune_all(wf_context* context, uint32_t budget, size_t* tuned, size_t* cached) {
+  return guarded(context, [&](wf_context& c) {
+    if (!c.primitives) return fail(c, "The context failed to open.");
+    if (budget == 0) return fail(c, "The budget is 0; it must be at least 1.");
+    forge::AutoTuneOptions options;
+    options.tune.budget = budget;
+    std::vector<forge::AutoTuneRow> rows = forge::auto_tune_all(*c.device, *c.cache, options);
+    std::size_t tuned_count = 0;
+    std::size_t cached_count = 0;
+    int status = WF_OK;
+    for (const forge::AutoTuneRow& row : rows) {
+      if (row.status == forge::AutoTuneRow::Status::kTuned) ++tuned_count;
+      if (row.status == forge::AutoTuneRow::Status::kCached) ++cached_count;
+      if (row.status == forge::AutoTuneRow::Status::kFailed && status == WF_OK) {
+        c.error = row.kernel_id + ": " + row.message;
+        status = WF_ERROR_REJECTED;
+      }
+    }
+    if (tuned != nullptr) *tuned = tuned_count;
+    if (cached != nullptr) *cached = cached_count;
+    return status;
+  });
+}
+
+int wf_batch_begin(wf_context* context, void* wgpu_command_encoder, wf_batch** out) {
+  return guarded(context, [&](wf_context& c) {
+    if (!c.primitives) return fail(c, "The context failed to open.");
+    if (out == nullptr) return fail(c, "out is NULL.");
+    *out = nullptr;
+    if (wgpu_command_encoder != nullptr) {
+      *out = new wf_batch{&c, c.primitives->record_into(wgpu_command_encoder)};
+      return WF_OK;
+    }
+    Result<forge::Batch> batch = c.primitives->begin_batch();
+    if (!batch) return fail(c, batch.error());
+    *out = new wf_batch{&c, std::move(batch).value()};
+    return WF_OK;
+  });
+}
+
+int wf_batch_submit(wf_batch* batch) {
+  if (batch == nullptr) return WF_ERROR_INVALID_INPUT;
+  return guarded(batch->context,
+                 [&](wf_context& c) { return finish(c, batch->batch.submit_and_wait()); });
+}
+
+void wf_batch_destroy(wf_batch* batch) {
+  if (batch == nullptr) return;
+  std::lock_guard lock(batch->context->mutex);
+  delete batch;
+}
+
+int wf_sort_u32(wf_context* context, wf_batch* batch, wf_column keys, uint64_t n) {
+  return with_columns(
+      context, batch,
+      [&](wf_context& c, const WrappedColumn* col) {
+        return c.primitives->sort_u32(as<std::uint32_t>(col[0]), n, batch_of(batch));
+      },
+      named(keys, "keys"));
+}
+
+int wf_sort_pairs_u32(wf_context* context, wf_batch* batch, wf_column keys, wf_column values,
+                      uint64_t n) {
+  return with_columns(
+      context, batch,
+      [&](wf_context& c, const WrappedColumn* col) {
+        return c.primitives->sort_pairs_u32(as<std::uint32_t>(col[0]), as<std::uint32_t>(col[1]), n,
+                                            batch_of(batch));
+      },
+      named(keys, "keys"), named(values, "values"));
+}
+
+int wf_exclusive_scan_u32(wf_context* context, wf_batch* batch, wf_column x, uint64_t n,
+                          wf_column y) {
+  return with_columns(
+      context, batch,
+      [&](wf_context& c, const WrappedColumn* col) {
+        return c.primitives->exclusive_scan_u32(as<std::uint32_t>(col[0]), n,
+                                                as<std::uint32_t>(col[1]), batch_of(batch));
+      },
+      named(x, "x"), named(y, "y"));
+}
+
+int wf_histogram_u32(wf_context* context, wf_batch* batch, wf_column x, uint64_t n, uint32_t bins,
+                     wf_column counts) {
+  return with_columns(
+      context, batch,
+      [&](wf_context& c, const WrappedColumn* col) {
+        return c.primitives->histogram_u32(as<std::uint32_t>(col[0]), n, bins,
+                                           as<std::uint32_t>(col[1]), batch_of(batch));
+      },
+      named(x, "x"), named(counts, "counts"));
+}
+
+int wf_gather_f32(wf_context* context, wf_batch* batch, wf_column x, uint64_t x_length,
+                  wf_column idx, uint64_t n, wf_column y) {
+  return with_columns(
+      context, batch,
+      [&](wf_context& c, const WrappedColumn* col) {
+        return c.primitives->gather_f32(as<float>(col[0]), x_length, as<std::uint32_t>(col[1]), n,
+                                        as<float>(col[2]), batch_of(batch));
+      },
+      named(x, "x"), named(idx, "idx"), named(y, "y"));
+}
+
+int wf_affine_f32(wf_context* context, wf_batch* batch, wf_column x, uint64_t n, float a, float b,
+                  wf_column y) {
+  return with_columns(
+      context, batch,
+      [&](wf_context& c, const WrappedColumn* col) {
+        return c.primitives->affine_f32(as<float>(col[0]), n, a, b, as<float>(col[1]),
+                                        batch_of(batch));
+      },
+      named(x, "x"), named(y, "y"));
+}
+
+int wf_gemm_f32(wf_context* context, wf_batch* batch, wf_column a, wf_column b, wf_column c_col,
+                uint32_t m, uint32_t n, uint32_t k) {
+  return with_columns(
+      context, batch,
+      [&](wf_context& c, const WrappedColumn* col) {
+        return c.primitives->gemm_f32(as<float>(col[0]), as<float>(col[1]), as<float>(col[2]), m, n,
+                                      k, batch_of(batch));
+      },
+      named(a, "a"), named(b, "b"), named(c_col, "c"));
+}
+
+namespace {
+
+// A recorded reduction, or one that runs now and writes its value into result[0] too.
+using RecordedReduction = Status (forge::Primitives::*)(forge::Batch&, forge::F32Column,
+                                                        std::uint64_t, forge::F32Column);
+
+int reduce(wf_context* context, wf_batch* batch, wf_column x, uint64_t n, wf_column result,
+           RecordedReduction reduction) {
+  return with_columns(
+      context, batch,
+      [&](wf_context& c, const WrappedColumn* col) -> Status {
+        if (batch != nullptr) {
+          return (c.primitives.get()->*reduction)(batch->batch, as<float>(col[0]), n,
+                                                  as<float>(col[1]));
+        }
+        Result<forge::Batch> own = c.primitives->begin_batch();
+        if (!own) return std::move(own).error();
+        if (Status recorded =
+                (c.primitives.get()->*reduction)(*own, as<float>(col[0]), n, as<float>(col[1]));
+            !recorded) {
+          return recorded;
+        }
+        return own->submit_and_wait();
+      },
+      named(x, "x"), named(result, "result"));
+}
+
+}  // namespace
+
+int wf_reduce_sum_f32(wf_context* context, wf_batch* batch, wf_column x, uint64_t n,
+                      wf_column result) {
+  return reduce(context, batch, x, n, result, &forge::Primitives::sum_f32);
+}
+
+int wf_reduce_min_f32(wf_context* context, wf_batch* batch, wf_column x, uint64_t n,
+                      wf_column result) {
+  return reduce(context, batch, x, n, result, &forge::Primitives::min_f32);
+}
+
+int wf_reduce_max_f32(wf_context* context, wf_batch* batch, wf_column x, uint64_t n,
+                      wf_column result) {
+  return reduce(context, batch, x, n, result, &forge::Primitives::max_f32);
+}
+
+int wf_compact_f32(wf_context* context, wf_batch* batch, wf_column x, uint64_t n, float threshold,
+                   wf_column out, wf_column count) {
+  return with_columns(
+      context, batch,
+      [&](wf_context& c, const WrappedColumn* col) -> Status {
+        if (batch != nullptr) {
+          return c.primitives->compact_f32(batch->batch, as<float>(col[0]), n, threshold,
+                                           as<float>(col[1]), as<std::uint32_t>(col[2]));
+        }
+        Result<forge::Batch> own = c.primitives->begin_batch();
+        if (!own) return std::move(own).error();
+        if (Status recorded =
+                c.primitives->compact_f32(*own, as<float>(col[0]), n, threshold, as<float>(col[1]),
+                                          as<std::uint32_t>(col[2]));
+            !recorded) {
+          return recorded;
+        }
+        return own->submit_and_wait();
+      },
+      named(x, "x"), named(out, "out"), named(count, "count"));
+}
+
+// --- Host memory ---------------------------------------------------------------------------
+
+int wf_sort_u32_host(wf_context* context, uint32_t* keys, size_t n) {
+  return guarded(context, [&](wf_context& c) {
+    if (!c.primitives) return fail(c, "The context failed to open.");
+    if (n == 0) return WF_OK;
+    if (keys == nullptr) return fail(c, "keys is NULL with n = " + std::to_string(n) + ".");
+    Result<gpu::Buffer> buffer = upload(*c.device, keys, n * 4, n * 4, "keys");
+    if (!buffer) return fail(c, buffer.error());
+    if (Status sorted = c.primitives->sort_u32({&*buffer, 0}, n); !sorted) {
+      return fail(c, sorted.error());
+    }
+    return finish(c, download(*c.device, *buffer, keys, n * 4));
+  });
+}
+
+int wf_sort_pairs_u32_host(wf_context* context, uint32_t* keys, uint32_t* values, size_t n) {
+  return guarded(context, [&](wf_context& c) {
+    if (!c.primitives) return fail(c, "The context failed to open.");
+    if (n == 0) return WF_OK;
+    if (keys == nullptr || values == nullptr) {
+      return fail(c, "keys or values is NULL with n = " + std::to_string(n) + ".");
+    }
+    Result<gpu::Buffer> key_buffer = upload(*c.device, keys, n * 4, n * 4, "keys");
+    if (!key_buffer) return fail(c, key_buffer.error());
+    Result<gpu::Buffer> value_buffer = upload(*c.device, values, n * 4, n * 4, "values");
+    if (!value_buffer) return fail(c, value_buffer.error());
+    Status sorted = c.primitives->sort_pairs_u32({&*key_buffer, 0}, {&*value_buffer, 0}, n);
+    if (!sorted) return fail(c, sorted.error());
+    if (Status read = download(*c.device, *key_buffer, keys, n * 4); !read) {
+      return fail(c, read.error());
+    }
+    return finish(c, download(*c.device, *value_buffer, values, n * 4));
+  });
+}
+
+int wf_reduce_sum_f32_host(wf_context* context, const float* x, size_t n, float* sum) {
+  return guarded(context, [&](wf_context& c) {
+    if (!c.primitives) return fail(c, "The context failed to open.");
+    if (sum == nullptr) return fail(c, "sum is NULL.");
+    if (n == 0) {
+      *sum = 0.0f;
+      return WF_OK;
+    }
+    if (x == nullptr) return fail(c, "x is NULL with n = " + std::to_string(n) + ".");
+    Result<gpu::Buffer> buffer = upload(*c.device, x, n * 4, n * 4, "x");
+    if (!buffer) return fail(c, buffer.error());
+    Result<float> value = c.primitives->sum_f32({&*buffer, 0}, n);
+    if (!value) return fail(c, value.error());
+    *sum = *value;
+    return WF_OK;
+  });
+}
+
+int wf_compact_f32_host(wf_context* context, const float* x, size_t n, float threshold, float* out,
+                        size_t* kept) {
+  return guarded(context, [&](wf_context& c) {
+    if (!c.primitives) return fail(c, "The context failed to open.");
+    if (kept == nullptr) return fail(c, "kept is NULL.");
+    *kept = 0;
+    if (n == 0) return WF_OK;
+    if (x == nullptr || out == nullptr) {
+      return fail(c, "x or out is NULL with n = " + std::to_string(n) + ".");
+    }
+    Result<gpu::Buffer> input = upload(*c.device, x, n * 4, n * 4, "x");
+    if (!input) return fail(c, input.error());
+    Result<gpu::Buffer> output = upload(*c.device, nullptr, 0, n * 4, "out");
+    if (!output) return fail(c, output.error());
+    Result<std::uint64_t> count =
+        c.primitives->compact_f32({&*input, 0}, n, threshold, {&*output, 0});
+    if (!count) return fail(c, count.error());
+    *kept = static_cast<std::size_t>(*count);
+    return finish(c, download(*c.device, *output, out, *kept * 4));
+  });
+}
+
+int wf_histogram_u32_host(wf_context* context, const uint32_t* x, size_t n, uint32_t bins,
+                          uint32_t* counts) {
+  return guarded(context, [&](wf_context& c) {
+    if (!c.primitives) return fail(c, "The context failed to open.");
+    if (counts == nullptr) return fail(c, "counts is NULL.");
+    if (n > 0 && x == nullptr) return fail(c, "x is NULL with n = " + std::to_string(n) + ".");
+    if (bins == 0 || bins > 4096) {
+      return fail(c, "Bin count (" + std::to_string(bins) + ") is outside 1..4096.");
+    }
+    Result<gpu::Buffer> input = upload(*c.device, x, n * 4, n * 4, "x");
+    if (!input) return fail(c, input.error());
+    Result<gpu::Buffer> output = upload(*c.device, nullptr, 0, std::size_t{bins} * 4, "counts");
+    if (!output) return fail(c, output.error());
+    Status counted = c.primitives->histogram_u32({&*input, 0}, n, bins, {&*output, 0});
+    if (!counted) return fail(c, counted.error());
+    return finish(c, download(*c.device, *output, counts, std::size_t{bins} * 4));
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,283 @@
+// The typed primitives: each call names its kernel's buffers for the caller, binds them once per
+// (problem, buffers) and reuses that binding on every later call with the same arguments.
+
+#include "wgsl_forge/primitives.hpp"
+
+#include <cstring>
+#include <list>
+#include <sstream>
+
+namespace wgsl_forge::forge {
+
+namespace {
+
+// Bound plans kept per kernel: a database calls each primitive with a few shapes again and
+// again; beyond this the least recently used binding is dropped (a Batch keeps what it uses).
+constexpr std::size_t kBoundPlansPerKernel = 16;
+
+template <typename T>
+BufferSlice slice(Column<T> column) {
+  constexpr kernels::ElementType kType =
+      std::is_same_v<T, float> ? kernels::ElementType::kF32 : kernels::ElementType::kU32;
+  return BufferSlice(column.buffer, column.offset, kType);
+}
+
+kernels::Problem elements(std::uint64_t n) {
+  kernels::Problem problem;
+  problem.elements = n;
+  return problem;
+}
+
+// What identifies a binding: the problem and each buffer's handle and offset.
+std::string binding_key(const kernels::Problem& problem,
+                        const std::map<std::string, BufferSlice>& buffers) {
+  std::ostringstream key;
+  key << problem.to_string() << ' ' << problem.bins << ' ' << problem.a << ' ' << problem.b << ' '
+      << problem.threshold;
+  for (const auto& [name, slice] : buffers) {
+    key << ' ' << name << '@' << (slice.buffer ? slice.buffer->handle() : nullptr) << '+'
+        << slice.offset;
+  }
+  return key.str();
+}
+
+}  // namespace
+
+struct Primitives::LoadedKernel {
+  KernelLibrary::ReadyKernel ready;
+  ScratchPool scratch;
+  // Most recently used first.
+  std::list<std::pair<std::string, std::shared_ptr<const BoundPlan>>> plans;
+};
+
+Status Batch::submit_and_wait() {
+  if (encoder_.borrowed()) {
+    return Error(ErrorKind::kInvalidInput,
+                 "This batch records into the program's command encoder; the program submits it.");
+  }
+  Status done = device_->submit_and_wait(std::move(encoder_), "a batch of primitives");
+  plans_.clear();
+  return done;
+}
+
+Primitives::Primitives(gpu::Device& device, ManifestCache cache)
+    : device_(&device), library_(device, std::move(cache)) {}
+
+Primitives::~Primitives() = default;
+
+Result<Primitives::LoadedKernel*> Primitives::loaded(std::string_view kernel_id) {
+  if (auto it = kernels_.find(kernel_id); it != kernels_.end()) return it->second.get();
+  Result<KernelLibrary::ReadyKernel> ready = library_.load(kernel_id);
+  if (!ready) return std::move(ready).error();
+  auto kernel = std::make_unique<LoadedKernel>();
+  kernel->ready = std::move(ready).value();
+  LoadedKernel* raw = kernel.get();
+  kernels_.emplace(std::string(kernel_id), std::move(kernel));
+  return raw;
+}
+
+Result<std::string> Primitives::load(std::string_view kernel_id) {
+  Result<LoadedKernel*> kernel = loaded(kernel_id);
+  if (!kernel) return std::move(kernel).error();
+  return (*kernel)->ready.origin;
+}
+
+Status Primitives::load_all() {
+  for (const kernels::KernelDefinition* kernel : kernels::builtin_kernels()) {
+    if (Result<LoadedKernel*> one = loaded(kernel->id()); !one) return std::move(one).error();
+  }
+  return Ok{};
+}
+
+Result<std::string> Primitives::origin(std::string_view kernel_id) const {
+  auto it = kernels_.find(kernel_id);
+  if (it == kernels_.end()) {
+    return Error(ErrorKind::kInvalidInput,
+                 "Kernel " + std::string(kernel_id) + " is not loaded (Primitives::load).");
+  }
+  return it->second->ready.origin;
+}
+
+Result<Batch> Primitives::begin_batch() {
+  Result<gpu::CommandEncoder> encoder = device_->create_command_encoder();
+  if (!encoder) return std::move(encoder).error();
+  return Batch(*device_, std::move(encoder).value());
+}
+
+Batch Primitives::record_into(void* wgpu_command_encoder) {
+  return Batch(*device_, device_->borrow_command_encoder(wgpu_command_encoder));
+}
+
+Result<std::shared_ptr<const BoundPlan>> Primitives::bound(LoadedKernel& kernel,
+                                                           const kernels::Problem& problem,
+                                                           const Buffers& buffers) {
+  const std::string key = binding_key(problem, buffers);
+  for (auto it = kernel.plans.begin(); it != kernel.plans.end(); ++it) {
+    if (it->first == key) {
+      kernel.plans.splice(kernel.plans.begin(), kernel.plans, it);
+      return kernel.plans.front().second;
+    }
+  }
+  Result<std::unique_ptr<BoundPlan>> fresh =
+      kernel.ready.prepared.bind(problem, buffers, &kernel.scratch);
+  if (!fresh) return std::move(fresh).error();
+  kernel.plans.emplace_front(key, std::shared_ptr<const BoundPlan>(std::move(fresh).value()));
+  if (kernel.plans.size() > kBoundPlansPerKernel) kernel.plans.pop_back();
+  return kernel.plans.front().second;
+}
+
+Status Primitives::dispatch(std::string_view kernel_id, const kernels::Problem& problem,
+                            const Buffers& buffers, Batch* batch) {
+  Result<LoadedKernel*> kernel = loaded(kernel_id);
+  if (!kernel) return std::move(kernel).error();
+  Result<std::shared_ptr<const BoundPlan>> plan = bound(**kernel, problem, buffers);
+  if (!plan) return std::move(plan).error();
+  PreparedKernel& prepared = (*kernel)->ready.prepared;
+  if (batch == nullptr) return prepared.execute(**plan);
+  if (Status recorded = prepared.record(**plan, batch->encoder_); !recorded) return recorded;
+  batch->plans_.push_back(*plan);
+  return Ok{};
+}
+
+Result<std::uint32_t> Primitives::dispatch_and_read(std::string_view kernel_id,
+                                                    const kernels::Problem& problem,
+                                                    Buffers buffers, const std::string& name) {
+  Result<LoadedKernel*> kernel = loaded(kernel_id);
+  if (!kernel) return std::move(kernel).error();
+  Result<std::shared_ptr<const BoundPlan>> plan = bound(**kernel, problem, buffers);
+  if (!plan) return std::move(plan).error();
+  if (Status ran = (*kernel)->ready.prepared.execute(**plan); !ran) return std::move(ran).error();
+  Result<std::vector<std::byte>> word =
+      device_->read_buffer((*plan)->buffer(name), (*plan)->offset(name), 4);
+  if (!word) return std::move(word).error();
+  std::uint32_t value = 0;
+  std::memcpy(&value, word->data(), 4);
+  return value;
+}
+
+Status Primitives::sort_u32(U32Column keys, std::uint64_t n, Batch* batch) {
+  // The plan reads "keys" only in its first round and writes "sorted" in its last, never both
+  // in one pass, so one column can be both.
+  return dispatch("radix_sort_u32", elements(n), {{"keys", slice(keys)}, {"sorted", slice(keys)}},
+                  batch);
+}
+
+Status Primitives::sort_pairs_u32(U32Column keys, U32Column values, std::uint64_t n, Batch* batch) {
+  return dispatch("radix_sort_pairs_u32", elements(n),
+                  {{"keys", slice(keys)},
+                   {"sorted", slice(keys)},
+                   {"values", slice(values)},
+                   {"sorted_values", slice(values)}},
+                  batch);
+}
+
+Status Primitives::exclusive_scan_u32(U32Column x, std::uint64_t n, U32Column y, Batch* batch) {
+  return dispatch("scan_exclusive_u32", elements(n), {{"x", slice(x)}, {"y", slice(y)}}, batch);
+}
+
+Status Primitives::histogram_u32(U32Column x, std::uint64_t n, std::uint32_t bins, U32Column counts,
+                                 Batch* batch) {
+  kernels::Problem problem = elements(n);
+  problem.bins = bins;
+  return dispatch("histogram_u32", problem, {{"x", slice(x)}, {"counts", slice(counts)}}, batch);
+}
+
+Status Primitives::gather_f32(F32Column x, std::uint64_t x_length, U32Column idx, std::uint64_t n,
+                              F32Column y, Batch* batch) {
+  kernels::Problem problem = elements(n);
+  problem.source_elements = std::max<std::uint64_t>(1, x_length);
+  return dispatch("gather_f32", problem, {{"x", slice(x)}, {"idx", slice(idx)}, {"y", slice(y)}},
+                  batch);
+}
+
+Status Primitives::gemm_f32(F32Column a, F32Column b, F32Column c, std::uint32_t m, std::uint32_t n,
+                            std::uint32_t k, Batch* batch) {
+  kernels::Problem problem;
+  problem.m = m;
+  problem.n = n;
+  problem.k = k;
+  return dispatch("gemm_f32", problem, {{"a", slice(a)}, {"b", slice(b)}, {"c", slice(c)}}, batch);
+}
+
+Status Primitives::affine_f32(F32Column x, std::uint64_t n, float a, float b, F32Column y,
+                              Batch* batch) {
+  kernels::Problem problem = elements(n);
+  problem.a = a;
+  problem.b = b;
+  return dispatch("affine_f32", problem, {{"x", slice(x)}, {"y", slice(y)}}, batch);
+}
+
+Result<std::uint64_t> Primitives::compact_f32(F32Column x, std::uint64_t n, float threshold,
+                                              F32Column out) {
+  kernels::Problem problem = elements(n);
+  problem.threshold = threshold;
+  Result<std::uint32_t> count =
+      dispatch_and_read("compact_f32", problem, {{"x", slice(x)}, {"y", slice(out)}}, "count");
+  if (!count) return std::move(count).error();
+  return std::uint64_t{*count};
+}
+
+Status Primitives::compact_f32(Batch& batch, F32Column x, std::uint64_t n, float threshold,
+                               F32Column out, U32Column count) {
+  kernels::Problem problem = elements(n);
+  problem.threshold = threshold;
+  return dispatch("compact_f32", problem,
+                  {{"x", slice(x)}, {"y", slice(out)}, {"count", slice(count)}}, &batch);
+}
+
+namespace {
+
+float as_float(std::uint32_t bits) {
+  float value = 0;
+  std::memcpy(&value, &bits, 4);
+  return value;
+}
+
+}  // namespace
+
+Result<float> Primitives::sum_f32(F32Column x, std::uint64_t n) {
+  Result<std::uint32_t> bits =
+      dispatch_and_read("reduce_sum_f32", elements(n), {{"x", slice(x)}}, "result");
+  if (!bits) return std::move(bits).error();
+  return as_float(*bits);
+}
+
+Status Primitives::sum_f32(Batch& batch, F32Column x, std::uint64_t n, F32Column result) {
+  return dispatch("reduce_sum_f32", elements(n), {{"x", slice(x)}, {"result", slice(result)}},
+                  &batch);
+}
+
+Result<float> Primitives::min_f32(F32Column x, std::uint64_t n) {
+  Result<std::uint32_t> bits =
+      dispatch_and_read("reduce_min_f32", elements(n), {{"x", slice(x)}}, "result");
+  if (!bits) return std::move(bits).error();
+  return as_float(*bits);
+}
+
+Status Primitives::min_f32(Batch& batch, F32Column x, std::uint64_t n, F32Column result) {
+  return dispatch("reduce_min_f32", elements(n), {{"x", slice(x)}, {"result", slice(result)}},
+                  &batch);
+}
+
+Result<float> Primitives::max_f32(F32Column x, std::uint64_t n) {
+  Result<std::uint32_t> bits =
+      dispatch_and_read("reduce_max_f32", elements(n), {{"x", slice(x)}}, "result");
+  if (!bits) return std::move(bits).error();
+  return as_float(*bits);
+}
+
+Status Primitives::max_f32(Batch& batch, F32Column x, std::uint64_t n, F32Column result) {
+  return dispatch("reduce_max_f32", elements(n), {{"x", slice(x)}, {"result", slice(result)}},
+                  &batch);
+}
+
+Result<std::uint32_t> Primitives::sum_u32(U32Column x, std::uint64_t n) {
+  return dispatch_and_read("reduce_sum_u32", elements(n), {{"x", slice(x)}}, "result");
+}
+
+Status Primitives::sum_u32(Batch& batch, U32Column x, std::uint64_t n, U32Column result) {
+  return dispatch("reduce_sum_u32", elements(n), {{"x", slice(x)}, {"result", slice(result)}},
+                  &batch);
+}
+
+}  // namespace wgsl_forge::forge
