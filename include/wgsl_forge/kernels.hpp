@@ -45,6 +45,14 @@ struct KnobSpec {
   std::int64_t default_value = 0;
 };
 
+// The value of the knob `spec` in `schedule`. Each kernel declares its knobs once, as KnobSpec
+// constants that both knobs() lists and its code reads through, and check_schedule() admits only
+// schedules holding every declared knob; so a knob absent at read time is a bug in a kernel file
+// (it reads a knob it does not declare), and this throws std::logic_error naming the knob rather
+// than reading 0. KernelCatalogTest generates and plans every schedule of every space to keep it
+// so.
+std::uint32_t knob(const Schedule& schedule, const KnobSpec& spec);
+
 // The size of a problem and its run-time arguments; each kernel reads the fields it needs.
 struct Problem {
   std::uint64_t elements = 0;  // n
@@ -79,6 +87,22 @@ struct BufferSpec {
   ElementType element = ElementType::kU32;
   BufferRole role = BufferRole::kInput;
   std::string size_rule;
+};
+
+// One binding of a kernel's WGSL module (all in group 0), declared once per kernel
+// (wgsl_bindings()): the module's declarations and bindings() are both made from these rows.
+struct WgslBinding {
+  std::uint32_t binding = 0;
+  BindingKind kind = BindingKind::kStorageRead;
+  std::string name;
+  // The uniform's struct, or the WGSL element type of the storage array (`vec4u`, `f32`,
+  // `atomic<u32>`, `ChainWord`).
+  std::string type;
+  // A u32-word binding of a buffer whose BufferSpec says f32: the values move or compare as raw
+  // bits, so that NaN payloads, -0 and subnormals come through whatever the adapter's float
+  // arithmetic does with them.
+  bool f32_bits = false;
+  std::string comment;  // appended to the declaration as a WGSL comment, when not empty
 };
 
 struct BufferPlan {
@@ -142,7 +166,11 @@ class KernelDefinition {
   virtual std::uint32_t revision() const = 0;
   virtual std::string_view summary() const = 0;
   virtual std::vector<KnobSpec> knobs() const = 0;
-  virtual std::vector<KernelBinding> bindings() const = 0;
+  // The WGSL bindings for `schedule`: their element types may depend on it, their numbers, names
+  // and access do not.
+  virtual std::vector<WgslBinding> wgsl_bindings(const Schedule& schedule) const = 0;
+  // The default schedule's wgsl_bindings, as the runtime binds them (the same for every schedule).
+  std::vector<KernelBinding> bindings() const;
   // The buffer interface (see BufferSpec): every buffer plan() sizes, and no other.
   virtual std::vector<BufferSpec> buffer_specs() const = 0;
   // The row named `name`, or an error naming the kernel and listing its buffers.

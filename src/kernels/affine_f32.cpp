@@ -20,6 +20,12 @@ namespace {
 
 using namespace support;
 
+const KnobSpec kWorkgroupSize{
+    "workgroup_size", "invocations per workgroup", {64, 128, 256, 512, 1024}, 256};
+const KnobSpec kVectorWidth{"vector_width", "floats per load and store", {1, 2, 4}, 1};
+const KnobSpec kItemsPerInvocation{
+    "items_per_invocation", "vectors per invocation", {1, 2, 4, 8}, 1};
+
 class AffineF32 final : public KernelDefinition {
   // Whole vec4s: a schedule of vector_width 4 reads and writes the padding lanes.
   static constexpr const char* kSizeRule = kVec4SizeRule;
@@ -30,15 +36,13 @@ class AffineF32 final : public KernelDefinition {
   std::string_view summary() const override { return "y[i] = a * x[i] + b"; }
 
   std::vector<KnobSpec> knobs() const override {
-    return {{"workgroup_size", "invocations per workgroup", {64, 128, 256, 512, 1024}, 256},
-            {"vector_width", "floats per load and store", {1, 2, 4}, 1},
-            {"items_per_invocation", "vectors per invocation", {1, 2, 4, 8}, 1}};
+    return {kWorkgroupSize, kVectorWidth, kItemsPerInvocation};
   }
 
-  std::vector<KernelBinding> bindings() const override {
-    return {{0, 0, BindingKind::kUniform, "params"},
-            {0, 1, BindingKind::kStorageRead, "x"},
-            {0, 2, BindingKind::kStorageReadWrite, "y"}};
+  std::vector<WgslBinding> wgsl_bindings(const Schedule& schedule) const override {
+    const std::uint32_t width = knob(schedule, kVectorWidth);
+    const std::string type = width == 1 ? "f32" : "vec" + std::to_string(width) + "f";
+    return {params_binding("Params"), storage_read(1, "x", type), storage_read_write(2, "y", type)};
   }
 
   std::vector<BufferSpec> buffer_specs() const override {
@@ -49,19 +53,12 @@ class AffineF32 final : public KernelDefinition {
   std::vector<std::string> entry_points(const Schedule&) const override { return {"affine"}; }
 
   std::string generate_wgsl(const Schedule& schedule) const override {
-    const std::uint32_t width = knob(schedule, "vector_width");
-    const std::string type = width == 1 ? "f32" : "vec" + std::to_string(width) + "f";
-    const std::string wg = knob_string(schedule, "workgroup_size");
-    const std::string items = knob_string(schedule, "items_per_invocation");
+    const std::string wg = std::to_string(knob(schedule, kWorkgroupSize));
+    const std::string items = std::to_string(knob(schedule, kItemsPerInvocation));
     return std::string(kLinearWorkgroupWgsl) +
-           "\nstruct Params { vectors: u32, a: f32, b: f32 }\n"
-           "@group(0) @binding(0) var<uniform> params: Params;\n"
-           "@group(0) @binding(1) var<storage, read> x: array<" +
-           type +
-           ">;\n"
-           "@group(0) @binding(2) var<storage, read_write> y: array<" +
-           type +
-           ">;\n\n"
+           "\nstruct Params { vectors: u32, a: f32, b: f32 }\n" +
+           binding_declarations(wgsl_bindings(schedule)) +
+           "\n"
            "@compute @workgroup_size(" +
            wg +
            ")\n"
@@ -86,9 +83,9 @@ class AffineF32 final : public KernelDefinition {
 
   Result<DispatchPlan> plan(const Schedule& schedule, const Problem& problem,
                             const DeviceCapabilities&) const override {
-    const std::uint64_t width = knob(schedule, "vector_width");
+    const std::uint64_t width = knob(schedule, kVectorWidth);
     const std::uint64_t per_workgroup =
-        std::uint64_t{knob(schedule, "workgroup_size")} * knob(schedule, "items_per_invocation");
+        std::uint64_t{knob(schedule, kWorkgroupSize)} * knob(schedule, kItemsPerInvocation);
     const std::uint64_t vectors = ceil_div(problem.elements, width);
     const std::uint64_t bytes = std::max<std::uint64_t>(16, round_up(problem.elements, 4) * 4);
     DispatchPlan plan;

@@ -49,6 +49,15 @@ const char* element_type_name(ElementType type) {
   return type == ElementType::kF32 ? "f32" : "u32";
 }
 
+std::uint32_t knob(const Schedule& schedule, const KnobSpec& spec) {
+  const std::optional<std::int64_t> value = schedule.get(spec.name);
+  if (!value) {
+    throw std::logic_error("Knob " + spec.name + " is read but absent from schedule " +
+                           schedule.to_string() + ".");
+  }
+  return static_cast<std::uint32_t>(*value);
+}
+
 std::vector<BufferPlan> make_buffer_plans(const std::vector<BufferSpec>& specs,
                                           const std::map<std::string, std::uint64_t>& bytes) {
   std::vector<BufferPlan> plans;
@@ -79,6 +88,20 @@ const BufferPlan* DispatchPlan::find(std::string_view name) const {
   auto it = std::find_if(buffers.begin(), buffers.end(),
                          [&](const BufferPlan& buffer) { return buffer.name == name; });
   return it == buffers.end() ? nullptr : &*it;
+}
+
+namespace {
+
+std::vector<KernelBinding> runtime_bindings(const std::vector<WgslBinding>& table) {
+  std::vector<KernelBinding> list;
+  for (const WgslBinding& row : table) list.push_back({0, row.binding, row.kind, row.name});
+  return list;
+}
+
+}  // namespace
+
+std::vector<KernelBinding> KernelDefinition::bindings() const {
+  return runtime_bindings(wgsl_bindings(default_schedule()));
 }
 
 Schedule KernelDefinition::default_schedule() const {
@@ -210,7 +233,7 @@ Result<GeneratedKernel> generate_builtin(const KernelDefinition& kernel, const S
   generated.schedule = schedule;
   generated.source = kernel.generate_wgsl(schedule);
   generated.entry_points = kernel.entry_points(schedule);
-  generated.bindings = kernel.bindings();
+  generated.bindings = runtime_bindings(kernel.wgsl_bindings(schedule));
   generated.seal();
   return generated;
 }

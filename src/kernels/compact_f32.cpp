@@ -89,6 +89,27 @@ const char* const kDirectStoreWgsl =
 fn scan_finish_tile(tile_prefix: u32, tile_total: u32, local: u32) {}
 )";
 
+// No workgroups of 1024: on the H200 (driver 580.159.04) those with subgroups and 2 or more
+// vectors per invocation took over 33 s to certify or gave wrong counts for single tiles, by
+// workgroup id or claimed (docs/measurements/2026-12-01-h200-s16-call6-1024.txt), while the
+// scan's kernel of the same shape certified in 3 s; 1024 never timed fastest.
+const KnobSpec kWorkgroupSize{
+    "workgroup_size", "invocations per workgroup", {64, 128, 256, 512}, 256};
+const KnobSpec kVectorsPerInvocation{
+    "vectors_per_invocation", "vec4 per invocation", {1, 2, 4, 8, 16}, 1};
+const KnobSpec kUseSubgroups{"use_subgroups", "scan within subgroups first", {0, 1}, 0};
+const KnobSpec kLookBackWindow{
+    "look_back_window", "predecessors read at once by the look-back", {32, 256}, 32};
+const KnobSpec kPasses{
+    "passes", "1: single pass, decoupled look-back; 3: reduce-then-scan", {1, 3}, 1};
+const KnobSpec kClaimTiles{
+    "claim_tiles",
+    "single pass: 1 claims tiles from a counter, 0 takes the workgroup id (no atomic)",
+    {1, 0},
+    1};
+const KnobSpec kStageKept{
+    "stage_kept", "gather kept values in workgroup memory before storing", {0, 1}, 1};
+
 class CompactF32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "compact_f32"; }
@@ -98,38 +119,24 @@ class CompactF32 final : public KernelDefinition {
   }
 
   std::vector<KnobSpec> knobs() const override {
-    // No workgroups of 1024: on the H200 (driver 580.159.04) those with subgroups and 2 or more
-    // vectors per invocation took over 33 s to certify or gave wrong counts for single tiles,
-    // by workgroup id or claimed (docs/measurements/2026-12-01-h200-s16-call6-1024.txt), while
-    // the scan's kernel of the same shape certified in 3 s; 1024 never timed fastest.
-    return {{"workgroup_size", "invocations per workgroup", {64, 128, 256, 512}, 256},
-            {"vectors_per_invocation", "vec4 per invocation", {1, 2, 4, 8, 16}, 1},
-            {"use_subgroups", "scan within subgroups first", {0, 1}, 0},
-            {"look_back_window", "predecessors read at once by the look-back", {32, 256}, 32},
-            {"passes", "1: single pass, decoupled look-back; 3: reduce-then-scan", {1, 3}, 1},
-            {"claim_tiles",
-             "single pass: 1 claims tiles from a counter, 0 takes the workgroup id (no atomic)",
-             {1, 0},
-             1},
-            {"stage_kept", "gather kept values in workgroup memory before storing", {0, 1}, 1}};
+    return {kWorkgroupSize, kVectorsPerInvocation, kUseSubgroups, kLookBackWindow,
+            kPasses,        kClaimTiles,           kStageKept};
   }
 
   // The staged tile (16 bytes per vector) must fit next to the scan's own workgroup memory.
   Status check_resources(const Schedule& schedule,
                          const DeviceCapabilities& device) const override {
     const ChainedScanShape scan = shape(schedule);
-    const std::uint64_t staged = knob(schedule, "stage_kept") == 1
+    const std::uint64_t staged = knob(schedule, kStageKept) == 1
                                      ? std::uint64_t{scan.workgroup_size} * scan.vectors * 16
                                      : 0;
     return check_chained_scan_resources(scan, staged, device);
   }
 
-  std::vector<KernelBinding> bindings() const override {
-    return {{0, 0, BindingKind::kUniform, "params"},
-            {0, 1, BindingKind::kStorageRead, "x"},
-            {0, 2, BindingKind::kStorageReadWrite, "y"},
-            {0, 3, BindingKind::kStorageReadWrite, "chain"},
-            {0, 4, BindingKind::kStorageReadWrite, "count"}};
+  std::vector<WgslBinding> wgsl_bindings(const Schedule&) const override {
+    return {params_binding("Params"), as_f32_bits(storage_read(1, "x", "vec4u")),
+            as_f32_bits(storage_read_write(2, "y", "u32")),
+            storage_read_write(3, "chain", "ChainWord"), storage_read_write(4, "count", "u32")};
   }
 
   std::vector<BufferSpec> buffer_specs() const override {
@@ -146,20 +153,17 @@ class CompactF32 final : public KernelDefinition {
   std::string generate_wgsl(const Schedule& schedule) const override {
     return chained_scan_wgsl(
         shape(schedule),
-        "struct Params { n: u32, tiles: u32, keep_low: u32, keep_span: u32 }\n"
-        "@group(0) @binding(0) var<uniform> params: Params;\n"
-        "@group(0) @binding(1) var<storage, read> x: array<vec4u>;\n"
-        "@group(0) @binding(2) var<storage, read_write> y: array<u32>;\n"
-        "@group(0) @binding(3) var<storage, read_write> chain: array<ChainWord>;\n"
-        "@group(0) @binding(4) var<storage, read_write> count: array<u32>;\n\n"
-        "const PAD: u32 = 0x7fffffffu;  // a NaN, never kept\n"
-        "fn scan_items(raw: vec4u) -> vec4u {  // no branch: see scan_items\n"
-        "  let key = raw ^ (bitcast<vec4u>(bitcast<vec4i>(raw) >> vec4u(31u)) | "
-        "vec4u(0x80000000u));\n"
-        "  return select(vec4u(0u), vec4u(1u), key - vec4u(params.keep_low) < "
-        "vec4u(params.keep_span));\n"
-        "}\n" +
-            std::string(knob(schedule, "stage_kept") == 1 ? kStagedStoreWgsl : kDirectStoreWgsl) +
+        "struct Params { n: u32, tiles: u32, keep_low: u32, keep_span: u32 }\n" +
+            binding_declarations(wgsl_bindings(schedule)) +
+            "\n"
+            "const PAD: u32 = 0x7fffffffu;  // a NaN, never kept\n"
+            "fn scan_items(raw: vec4u) -> vec4u {  // no branch: see scan_items\n"
+            "  let key = raw ^ (bitcast<vec4u>(bitcast<vec4i>(raw) >> vec4u(31u)) | "
+            "vec4u(0x80000000u));\n"
+            "  return select(vec4u(0u), vec4u(1u), key - vec4u(params.keep_low) < "
+            "vec4u(params.keep_span));\n"
+            "}\n" +
+            std::string(knob(schedule, kStageKept) == 1 ? kStagedStoreWgsl : kDirectStoreWgsl) +
             "fn scan_total(total: u32) { count[0] = total; }\n");
   }
 
@@ -247,13 +251,13 @@ class CompactF32 final : public KernelDefinition {
  private:
   static ChainedScanShape shape(const Schedule& schedule) {
     return {"compact",
-            knob(schedule, "workgroup_size"),
-            knob(schedule, "vectors_per_invocation"),
-            knob(schedule, "use_subgroups") == 1,
-            knob(schedule, "look_back_window"),
-            knob(schedule, "passes"),
-            knob(schedule, "claim_tiles") == 1,
-            knob(schedule, "stage_kept") == 1};
+            knob(schedule, kWorkgroupSize),
+            knob(schedule, kVectorsPerInvocation),
+            knob(schedule, kUseSubgroups) == 1,
+            knob(schedule, kLookBackWindow),
+            knob(schedule, kPasses),
+            knob(schedule, kClaimTiles) == 1,
+            knob(schedule, kStageKept) == 1};
   }
 };
 

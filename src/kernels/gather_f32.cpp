@@ -14,6 +14,11 @@ namespace {
 
 using namespace support;
 
+const KnobSpec kWorkgroupSize{
+    "workgroup_size", "invocations per workgroup", {64, 128, 256, 512, 1024}, 256};
+const KnobSpec kItemsPerInvocation{
+    "items_per_invocation", "elements per invocation", {1, 2, 4, 8}, 1};
+
 class GatherF32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "gather_f32"; }
@@ -22,16 +27,11 @@ class GatherF32 final : public KernelDefinition {
     return "y[i] = x[idx[i]] (an index past the end of x gives +0.0)";
   }
 
-  std::vector<KnobSpec> knobs() const override {
-    return {{"workgroup_size", "invocations per workgroup", {64, 128, 256, 512, 1024}, 256},
-            {"items_per_invocation", "elements per invocation", {1, 2, 4, 8}, 1}};
-  }
+  std::vector<KnobSpec> knobs() const override { return {kWorkgroupSize, kItemsPerInvocation}; }
 
-  std::vector<KernelBinding> bindings() const override {
-    return {{0, 0, BindingKind::kUniform, "params"},
-            {0, 1, BindingKind::kStorageRead, "x"},
-            {0, 2, BindingKind::kStorageRead, "idx"},
-            {0, 3, BindingKind::kStorageReadWrite, "y"}};
+  std::vector<WgslBinding> wgsl_bindings(const Schedule&) const override {
+    return {params_binding("Params"), as_f32_bits(storage_read(1, "x", "u32")),
+            storage_read(2, "idx", "u32"), as_f32_bits(storage_read_write(3, "y", "u32"))};
   }
 
   std::vector<BufferSpec> buffer_specs() const override {
@@ -44,14 +44,11 @@ class GatherF32 final : public KernelDefinition {
   std::vector<std::string> entry_points(const Schedule&) const override { return {"gather"}; }
 
   std::string generate_wgsl(const Schedule& schedule) const override {
-    const std::string wg = knob_string(schedule, "workgroup_size");
-    const std::string items = knob_string(schedule, "items_per_invocation");
-    return std::string(kLinearWorkgroupWgsl) +
-           "\nstruct Params { n: u32, source_length: u32 }\n"
-           "@group(0) @binding(0) var<uniform> params: Params;\n"
-           "@group(0) @binding(1) var<storage, read> x: array<u32>;\n"
-           "@group(0) @binding(2) var<storage, read> idx: array<u32>;\n"
-           "@group(0) @binding(3) var<storage, read_write> y: array<u32>;\n\n"
+    const std::string wg = std::to_string(knob(schedule, kWorkgroupSize));
+    const std::string items = std::to_string(knob(schedule, kItemsPerInvocation));
+    return std::string(kLinearWorkgroupWgsl) + "\nstruct Params { n: u32, source_length: u32 }\n" +
+           binding_declarations(wgsl_bindings(schedule)) +
+           "\n"
            "@compute @workgroup_size(" +
            wg +
            ")\n"
@@ -82,7 +79,7 @@ class GatherF32 final : public KernelDefinition {
     const std::uint64_t n = problem.elements;
     const std::uint64_t source = source_length(problem);
     const std::uint64_t per_workgroup =
-        std::uint64_t{knob(schedule, "workgroup_size")} * knob(schedule, "items_per_invocation");
+        std::uint64_t{knob(schedule, kWorkgroupSize)} * knob(schedule, kItemsPerInvocation);
     const std::map<std::uint32_t, std::string> buffers = {{1, "x"}, {2, "idx"}, {3, "y"}};
     DispatchPlan plan;
     plan.buffers = make_buffer_plans(buffer_specs(), {{"x", std::max<std::uint64_t>(4, source * 4)},

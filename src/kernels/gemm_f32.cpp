@@ -31,6 +31,12 @@ namespace {
 
 using namespace support;
 
+const KnobSpec kTileM{"tile_m", "rows of C per workgroup", {32, 64, 128}, 64};
+const KnobSpec kTileN{"tile_n", "columns of C per workgroup", {32, 64, 128}, 64};
+const KnobSpec kTileK{"tile_k", "depth of the staged tiles", {8, 16, 32}, 16};
+const KnobSpec kThreadM{"thread_m", "rows of C per invocation (groups of 4)", {4, 8}, 4};
+const KnobSpec kThreadN{"thread_n", "columns of C per invocation (groups of 4)", {4, 8}, 4};
+
 class GemmF32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "gemm_f32"; }
@@ -38,19 +44,15 @@ class GemmF32 final : public KernelDefinition {
   std::string_view summary() const override { return "C = A x B, row-major f32, any m, n, k"; }
 
   std::vector<KnobSpec> knobs() const override {
-    return {{"tile_m", "rows of C per workgroup", {32, 64, 128}, 64},
-            {"tile_n", "columns of C per workgroup", {32, 64, 128}, 64},
-            {"tile_k", "depth of the staged tiles", {8, 16, 32}, 16},
-            {"thread_m", "rows of C per invocation (groups of 4)", {4, 8}, 4},
-            {"thread_n", "columns of C per invocation (groups of 4)", {4, 8}, 4}};
+    return {kTileM, kTileN, kTileK, kThreadM, kThreadN};
   }
 
   Status check_resources(const Schedule& schedule,
                          const DeviceCapabilities& device) const override {
-    const std::uint32_t tile_m = knob(schedule, "tile_m");
-    const std::uint32_t tile_n = knob(schedule, "tile_n");
+    const std::uint32_t tile_m = knob(schedule, kTileM);
+    const std::uint32_t tile_n = knob(schedule, kTileN);
     const std::uint32_t invocations =
-        (tile_m / knob(schedule, "thread_m")) * (tile_n / knob(schedule, "thread_n"));
+        (tile_m / knob(schedule, kThreadM)) * (tile_n / knob(schedule, kThreadN));
     if (invocations > device.max_invocations_per_workgroup || invocations < 32) {
       return Error(
           ErrorKind::kInvalidInput,
@@ -58,7 +60,7 @@ class GemmF32 final : public KernelDefinition {
               " invocations per workgroup, outside 32..maxComputeInvocationsPerWorkgroup (" +
               std::to_string(device.max_invocations_per_workgroup) + ").");
     }
-    const std::uint64_t bytes = 4ull * (tile_m + tile_n) * knob(schedule, "tile_k");
+    const std::uint64_t bytes = 4ull * (tile_m + tile_n) * knob(schedule, kTileK);
     if (bytes > device.max_workgroup_storage_size) {
       return Error(ErrorKind::kInvalidInput,
                    "Knobs tile_m, tile_n and tile_k need " + std::to_string(bytes) +
@@ -68,11 +70,9 @@ class GemmF32 final : public KernelDefinition {
     return Ok{};
   }
 
-  std::vector<KernelBinding> bindings() const override {
-    return {{0, 0, BindingKind::kUniform, "params"},
-            {0, 1, BindingKind::kStorageRead, "a"},
-            {0, 2, BindingKind::kStorageRead, "b"},
-            {0, 3, BindingKind::kStorageReadWrite, "c"}};
+  std::vector<WgslBinding> wgsl_bindings(const Schedule&) const override {
+    return {params_binding("Params"), storage_read(1, "a", "f32"), storage_read(2, "b", "f32"),
+            storage_read_write(3, "c", "f32")};
   }
 
   std::vector<BufferSpec> buffer_specs() const override {
@@ -88,8 +88,8 @@ class GemmF32 final : public KernelDefinition {
 
   Result<DispatchPlan> plan(const Schedule& schedule, const Problem& problem,
                             const DeviceCapabilities&) const override {
-    const std::uint64_t tiles_n = ceil_div(problem.n, knob(schedule, "tile_n"));
-    const std::uint64_t tiles_m = ceil_div(problem.m, knob(schedule, "tile_m"));
+    const std::uint64_t tiles_n = ceil_div(problem.n, knob(schedule, kTileN));
+    const std::uint64_t tiles_m = ceil_div(problem.m, knob(schedule, kTileM));
     const std::map<std::uint32_t, std::string> buffers = {{1, "a"}, {2, "b"}, {3, "c"}};
     DispatchPlan plan;
     plan.buffers = make_buffer_plans(
@@ -188,11 +188,11 @@ class GemmF32 final : public KernelDefinition {
 // Names: RT x CT invocations (ty, tx); invocation (ty, tx) owns rows gi * 4 RT + 4 ty + [0, 4)
 // and columns gj * 4 CT + 4 tx + [0, 4) of the tile, for gi < thread_m / 4, gj < thread_n / 4.
 std::string GemmF32::generate_wgsl(const Schedule& schedule) const {
-  const std::uint32_t tile_m = knob(schedule, "tile_m");
-  const std::uint32_t tile_n = knob(schedule, "tile_n");
-  const std::uint32_t tile_k = knob(schedule, "tile_k");
-  const std::uint32_t row_groups = knob(schedule, "thread_m") / 4;
-  const std::uint32_t column_groups = knob(schedule, "thread_n") / 4;
+  const std::uint32_t tile_m = knob(schedule, kTileM);
+  const std::uint32_t tile_n = knob(schedule, kTileN);
+  const std::uint32_t tile_k = knob(schedule, kTileK);
+  const std::uint32_t row_groups = knob(schedule, kThreadM) / 4;
+  const std::uint32_t column_groups = knob(schedule, kThreadN) / 4;
   const std::uint32_t thread_rows = tile_m / (4 * row_groups);        // RT
   const std::uint32_t thread_columns = tile_n / (4 * column_groups);  // CT
   const std::uint32_t invocations = thread_rows * thread_columns;
@@ -201,11 +201,9 @@ std::string GemmF32::generate_wgsl(const Schedule& schedule) const {
   auto u = [](std::uint32_t value) { return std::to_string(value) + "u"; };
   auto n = [](std::uint32_t value) { return std::to_string(value); };
   std::string wgsl = std::string(kLinearWorkgroupWgsl) +
-                     "\nstruct Params { m: u32, n: u32, k: u32, tiles_n: u32 }\n"
-                     "@group(0) @binding(0) var<uniform> params: Params;\n"
-                     "@group(0) @binding(1) var<storage, read> a: array<f32>;\n"
-                     "@group(0) @binding(2) var<storage, read> b: array<f32>;\n"
-                     "@group(0) @binding(3) var<storage, read_write> c: array<f32>;\n\n"
+                     "\nstruct Params { m: u32, n: u32, k: u32, tiles_n: u32 }\n" +
+                     binding_declarations(wgsl_bindings(schedule)) +
+                     "\n"
                      "const TILE_M: u32 = " +
                      u(tile_m) + ";\nconst TILE_N: u32 = " + u(tile_n) +
                      ";\nconst TILE_K: u32 = " + u(tile_k) +

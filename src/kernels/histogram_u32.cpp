@@ -25,6 +25,17 @@ using namespace support;
 
 constexpr std::uint32_t kMaxBins = 4096;
 
+const KnobSpec kWorkgroupSize{
+    "workgroup_size", "invocations per workgroup", {64, 128, 256, 512, 1024}, 256};
+const KnobSpec kVectorsPerInvocation{
+    "vectors_per_invocation", "vec4 per invocation and chunk", {1, 2, 4}, 1};
+const KnobSpec kChunksPerWorkgroup{
+    "chunks_per_workgroup", "consecutive chunks per workgroup", {1, 4, 16, 64}, 16};
+const KnobSpec kPrivateCopies{"private_copies",
+                              "histogram copies in workgroup memory (0: global atomics only)",
+                              {0, 1, 2},
+                              1};
+
 class HistogramU32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "histogram_u32"; }
@@ -32,21 +43,16 @@ class HistogramU32 final : public KernelDefinition {
   std::string_view summary() const override { return "counts of x[i] % bins, bins from 1 to 4096"; }
 
   std::vector<KnobSpec> knobs() const override {
-    return {{"workgroup_size", "invocations per workgroup", {64, 128, 256, 512, 1024}, 256},
-            {"vectors_per_invocation", "vec4 per invocation and chunk", {1, 2, 4}, 1},
-            {"chunks_per_workgroup", "consecutive chunks per workgroup", {1, 4, 16, 64}, 16},
-            {"private_copies",
-             "histogram copies in workgroup memory (0: global atomics only)",
-             {0, 1, 2},
-             1}};
+    return {kWorkgroupSize, kVectorsPerInvocation, kChunksPerWorkgroup, kPrivateCopies};
   }
 
   Status check_resources(const Schedule& schedule,
                          const DeviceCapabilities& device) const override {
-    const std::uint64_t bytes = std::uint64_t{knob(schedule, "private_copies")} * kMaxBins * 4;
+    const std::uint32_t copies = knob(schedule, kPrivateCopies);
+    const std::uint64_t bytes = std::uint64_t{copies} * kMaxBins * 4;
     if (bytes > device.max_workgroup_storage_size) {
       return Error(ErrorKind::kInvalidInput,
-                   "Knob private_copies (" + knob_string(schedule, "private_copies") + ") needs " +
+                   "Knob private_copies (" + std::to_string(copies) + ") needs " +
                        std::to_string(bytes) +
                        " bytes of workgroup memory, more than maxComputeWorkgroupStorageSize (" +
                        std::to_string(device.max_workgroup_storage_size) + ").");
@@ -54,10 +60,9 @@ class HistogramU32 final : public KernelDefinition {
     return Ok{};
   }
 
-  std::vector<KernelBinding> bindings() const override {
-    return {{0, 0, BindingKind::kUniform, "params"},
-            {0, 1, BindingKind::kStorageRead, "x"},
-            {0, 2, BindingKind::kStorageReadWrite, "counts"}};
+  std::vector<WgslBinding> wgsl_bindings(const Schedule&) const override {
+    return {params_binding("Params"), storage_read(1, "x", "vec4u"),
+            storage_read_write(2, "counts", "atomic<u32>")};
   }
 
   std::vector<BufferSpec> buffer_specs() const override {
@@ -70,21 +75,19 @@ class HistogramU32 final : public KernelDefinition {
   }
 
   std::string generate_wgsl(const Schedule& schedule) const override {
-    const std::uint32_t copies = knob(schedule, "private_copies");
+    const std::uint32_t copies = knob(schedule, kPrivateCopies);
     std::string wgsl = std::string(kLinearWorkgroupWgsl) +
-                       "\nstruct Params { n: u32, bins: u32, bins_mask: u32 }\n"
-                       "@group(0) @binding(0) var<uniform> params: Params;\n"
-                       "@group(0) @binding(1) var<storage, read> x: array<vec4u>;\n"
-                       "@group(0) @binding(2) var<storage, read_write> counts: "
-                       "array<atomic<u32>>;\n\n"
+                       "\nstruct Params { n: u32, bins: u32, bins_mask: u32 }\n" +
+                       binding_declarations(wgsl_bindings(schedule)) +
+                       "\n"
                        "const WG: u32 = " +
-                       knob_string(schedule, "workgroup_size") +
+                       std::to_string(knob(schedule, kWorkgroupSize)) +
                        "u;\n"
                        "const VECTORS: u32 = " +
-                       knob_string(schedule, "vectors_per_invocation") +
+                       std::to_string(knob(schedule, kVectorsPerInvocation)) +
                        "u;\n"
                        "const CHUNKS: u32 = " +
-                       knob_string(schedule, "chunks_per_workgroup") +
+                       std::to_string(knob(schedule, kChunksPerWorkgroup)) +
                        "u;\n"
                        "const COPIES: u32 = " +
                        std::to_string(copies) +
@@ -160,9 +163,9 @@ class HistogramU32 final : public KernelDefinition {
                    "Bin count (" + std::to_string(problem.bins) + ") is outside 1..4096.");
     }
     const std::uint64_t n = problem.elements;
-    const std::uint64_t wg = knob(schedule, "workgroup_size");
+    const std::uint64_t wg = knob(schedule, kWorkgroupSize);
     const std::uint64_t per_workgroup =
-        wg * knob(schedule, "vectors_per_invocation") * 4 * knob(schedule, "chunks_per_workgroup");
+        wg * knob(schedule, kVectorsPerInvocation) * 4 * knob(schedule, kChunksPerWorkgroup);
     const bool power_of_two = problem.bins > 1 && (problem.bins & (problem.bins - 1)) == 0;
     const std::vector<std::uint32_t> params = {static_cast<std::uint32_t>(n), problem.bins,
                                                power_of_two ? problem.bins - 1 : 0};

@@ -191,12 +191,55 @@ fn linear_workgroup(id: vec3u, count: vec3u) -> u32 {
 }
 )";
 
-std::string knob_string(const Schedule& schedule, const char* name) {
-  return std::to_string(schedule.get(name).value_or(0));
+namespace {
+
+WgslBinding binding_row(std::uint32_t binding, BindingKind kind, std::string name,
+                        std::string type) {
+  return {binding, kind, std::move(name), std::move(type), false, ""};
 }
 
-std::uint32_t knob(const Schedule& schedule, const char* name) {
-  return static_cast<std::uint32_t>(schedule.get(name).value_or(0));
+}  // namespace
+
+WgslBinding params_binding(std::string struct_name) {
+  return binding_row(0, BindingKind::kUniform, "params", std::move(struct_name));
+}
+
+WgslBinding storage_read(std::uint32_t binding, std::string name, std::string type) {
+  return binding_row(binding, BindingKind::kStorageRead, std::move(name), std::move(type));
+}
+
+WgslBinding storage_read_write(std::uint32_t binding, std::string name, std::string type) {
+  return binding_row(binding, BindingKind::kStorageReadWrite, std::move(name), std::move(type));
+}
+
+WgslBinding as_f32_bits(WgslBinding row) {
+  row.f32_bits = true;
+  return row;
+}
+
+namespace {
+
+std::string declaration(const WgslBinding& row) {
+  const std::string head = "@group(0) @binding(" + std::to_string(row.binding) + ") ";
+  switch (row.kind) {
+    case BindingKind::kUniform:
+      return head + "var<uniform> " + row.name + ": " + row.type + ";";
+    case BindingKind::kStorageRead:
+      return head + "var<storage, read> " + row.name + ": array<" + row.type + ">;";
+    case BindingKind::kStorageReadWrite:
+      return head + "var<storage, read_write> " + row.name + ": array<" + row.type + ">;";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string binding_declarations(const std::vector<WgslBinding>& table) {
+  std::string wgsl;
+  for (const WgslBinding& row : table) {
+    wgsl += declaration(row) + (row.comment.empty() ? "" : "  // " + row.comment) + "\n";
+  }
+  return wgsl;
 }
 
 std::string unrolled_loop(const std::string& index, std::uint32_t count, const std::string& body) {

@@ -86,8 +86,14 @@ extern const char* const kLinearWorkgroupWgsl;
 // (`var a = array<u32, 4>();`). A `var a: array<u32, 4>;` declared inside a loop was seen to keep
 // the previous iteration's values on lavapipe instead of being zeroed at each iteration.
 
-std::string knob_string(const Schedule& schedule, const char* knob);
-std::uint32_t knob(const Schedule& schedule, const char* knob);
+// Rows of a kernel's binding table (WgslBinding): binding 0 is always the uniform `params`.
+WgslBinding params_binding(std::string struct_name);
+WgslBinding storage_read(std::uint32_t binding, std::string name, std::string type);
+WgslBinding storage_read_write(std::uint32_t binding, std::string name, std::string type);
+// `row` marked as carrying the f32 values of its buffer as raw u32 bits (WgslBinding::f32_bits).
+WgslBinding as_f32_bits(WgslBinding row);
+// WGSL: one `@group(0) @binding(i) var<...> name: ...;` line per row, in the table's order.
+std::string binding_declarations(const std::vector<WgslBinding>& table);
 
 // WGSL: `body` (statements, indented for a loop body) once for each `index` in [0, count), each
 // copy a block that declares `const index = i` first. Dawn clamps every array index it cannot

@@ -49,6 +49,14 @@ using namespace support;
 
 constexpr std::uint32_t kCountScanItems = 4;
 
+const KnobSpec kWorkgroupSize{
+    "workgroup_size", "invocations per workgroup", {64, 128, 256, 512}, 128};
+const KnobSpec kKeysPerInvocation{
+    "keys_per_invocation", "keys per invocation and tile", {1, 2, 4, 8, 16}, 4};
+const KnobSpec kDigitBits{"digit_bits", "bits sorted per round", {2, 4, 8}, 4};
+const KnobSpec kUseSubgroups{
+    "use_subgroups", "rank with subgroup ballots and stage the tile", {0, 1}, 0};
+
 class RadixSort final : public KernelDefinition {
  public:
   explicit RadixSort(bool pairs) : pairs_(pairs) {}
@@ -63,25 +71,23 @@ class RadixSort final : public KernelDefinition {
   }
 
   std::vector<KnobSpec> knobs() const override {
-    return {{"workgroup_size", "invocations per workgroup", {64, 128, 256, 512}, 128},
-            {"keys_per_invocation", "keys per invocation and tile", {1, 2, 4, 8, 16}, 4},
-            {"digit_bits", "bits sorted per round", {2, 4, 8}, 4},
-            {"use_subgroups", "rank with subgroup ballots and stage the tile", {0, 1}, 0}};
+    return {kWorkgroupSize, kKeysPerInvocation, kDigitBits, kUseSubgroups};
   }
 
   Status check_resources(const Schedule& schedule, const DeviceCapabilities& device) const override;
 
-  std::vector<KernelBinding> bindings() const override {
-    std::vector<KernelBinding> list = {{0, 0, BindingKind::kUniform, "params"},
-                                       {0, 1, BindingKind::kStorageRead, "keys_in"},
-                                       {0, 2, BindingKind::kStorageReadWrite, "keys_out"},
-                                       {0, 3, BindingKind::kStorageReadWrite, "counts"},
-                                       {0, 4, BindingKind::kStorageReadWrite, "block_sums"}};
+  // A round reads keys_in and writes keys_out; the plan binds them to the input, the scratch
+  // buffer and the output in turn.
+  std::vector<WgslBinding> wgsl_bindings(const Schedule&) const override {
+    std::vector<WgslBinding> table = {params_binding("Params"), storage_read(1, "keys_in", "u32"),
+                                      storage_read_write(2, "keys_out", "u32"),
+                                      storage_read_write(3, "counts", "u32"),
+                                      storage_read_write(4, "block_sums", "u32")};
     if (pairs_) {
-      list.push_back({0, 5, BindingKind::kStorageRead, "values_in"});
-      list.push_back({0, 6, BindingKind::kStorageReadWrite, "values_out"});
+      table.push_back(storage_read(5, "values_in", "u32"));
+      table.push_back(storage_read_write(6, "values_out", "u32"));
     }
-    return list;
+    return table;
   }
 
   std::vector<BufferSpec> buffer_specs() const override {
@@ -109,9 +115,9 @@ class RadixSort final : public KernelDefinition {
   Result<DispatchPlan> plan(const Schedule& schedule, const Problem& problem,
                             const DeviceCapabilities&) const override {
     const std::uint64_t n = problem.elements;
-    const std::uint32_t wg = knob(schedule, "workgroup_size");
-    const std::uint32_t bits = knob(schedule, "digit_bits");
-    const std::uint64_t tile = std::uint64_t{wg} * knob(schedule, "keys_per_invocation");
+    const std::uint32_t wg = knob(schedule, kWorkgroupSize);
+    const std::uint32_t bits = knob(schedule, kDigitBits);
+    const std::uint64_t tile = std::uint64_t{wg} * knob(schedule, kKeysPerInvocation);
     const std::uint64_t tiles = ceil_div(n, tile);
     const std::uint64_t count_length = (std::uint64_t{1} << bits) * tiles;
     const std::uint64_t count_blocks = ceil_div(count_length, std::uint64_t{wg} * kCountScanItems);
@@ -219,17 +225,16 @@ constexpr std::uint32_t kMinSubgroup = 8;
 
 // Words of the subgroup ranking's counters: two 16-bit digit counters per word and subgroup.
 std::uint32_t subgroup_counter_words(const Schedule& schedule) {
-  return (knob(schedule, "workgroup_size") / kMinSubgroup) *
-         ((1u << knob(schedule, "digit_bits")) / 2);
+  return (knob(schedule, kWorkgroupSize) / kMinSubgroup) * ((1u << knob(schedule, kDigitBits)) / 2);
 }
 
 std::uint64_t RadixSort::workgroup_bytes(const Schedule& schedule) const {
-  const std::uint64_t wg = knob(schedule, "workgroup_size");
-  const std::uint64_t digits = std::uint64_t{1} << knob(schedule, "digit_bits");
+  const std::uint64_t wg = knob(schedule, kWorkgroupSize);
+  const std::uint64_t digits = std::uint64_t{1} << knob(schedule, kDigitBits);
   const std::uint64_t scan = 4 * wg;  // workgroup_exclusive_scan
   const std::uint64_t count = 4 * digits;
-  if (knob(schedule, "use_subgroups") == 0) return count + scan + 4 * digits * (wg + 1);
-  const std::uint64_t tile = wg * knob(schedule, "keys_per_invocation");
+  if (knob(schedule, kUseSubgroups) == 0) return count + scan + 4 * digits * (wg + 1);
+  const std::uint64_t tile = wg * knob(schedule, kKeysPerInvocation);
   const std::uint64_t counters = subgroup_counter_words(schedule);
   const std::uint64_t digit_group_sums = 4 * (wg / kMinSubgroup);
   return count + scan + 4 * std::max(counters, tile) + 8 * digits + digit_group_sums +
@@ -238,8 +243,8 @@ std::uint64_t RadixSort::workgroup_bytes(const Schedule& schedule) const {
 
 Status RadixSort::check_resources(const Schedule& schedule,
                                   const DeviceCapabilities& device) const {
-  const bool subgroups = knob(schedule, "use_subgroups") == 1;
-  if (knob(schedule, "digit_bits") == 8 && !subgroups) {
+  const bool subgroups = knob(schedule, kUseSubgroups) == 1;
+  if (knob(schedule, kDigitBits) == 8 && !subgroups) {
     return Error(ErrorKind::kInvalidInput,
                  "Knob digit_bits (8) needs use_subgroups (1): ranking without subgroups keeps a "
                  "counter per digit and invocation, which fits up to 4 digit bits.");
@@ -253,10 +258,11 @@ Status RadixSort::check_resources(const Schedule& schedule,
   const std::uint64_t bytes = workgroup_bytes(schedule);
   if (bytes > device.max_workgroup_storage_size) {
     return Error(ErrorKind::kInvalidInput,
-                 "Knobs workgroup_size (" + knob_string(schedule, "workgroup_size") +
-                     "), keys_per_invocation (" + knob_string(schedule, "keys_per_invocation") +
-                     "), digit_bits (" + knob_string(schedule, "digit_bits") +
-                     ") and use_subgroups (" + knob_string(schedule, "use_subgroups") + ") need " +
+                 "Knobs workgroup_size (" + std::to_string(knob(schedule, kWorkgroupSize)) +
+                     "), keys_per_invocation (" +
+                     std::to_string(knob(schedule, kKeysPerInvocation)) + "), digit_bits (" +
+                     std::to_string(knob(schedule, kDigitBits)) + ") and use_subgroups (" +
+                     std::to_string(knob(schedule, kUseSubgroups)) + ") need " +
                      std::to_string(bytes) +
                      " bytes of workgroup memory, more than maxComputeWorkgroupStorageSize (" +
                      std::to_string(device.max_workgroup_storage_size) + ").");
@@ -304,7 +310,7 @@ const char* const kPackedCountWgsl = R"(  var packed = vec4u(0u);
 
 std::string digit_count_wgsl(const Schedule& schedule, bool packed) {
   const std::uint32_t keys =
-      knob(schedule, "workgroup_size") * knob(schedule, "keys_per_invocation") / kCountWorkgroup;
+      knob(schedule, kWorkgroupSize) * knob(schedule, kKeysPerInvocation) / kCountWorkgroup;
   const std::string subgroup_builtins =
       packed ? ",\n               @builtin(subgroup_invocation_id) lane: u32, "
                "@builtin(subgroup_size) sg: u32"
@@ -345,26 +351,17 @@ std::string digit_count_wgsl(const Schedule& schedule, bool packed) {
 }
 
 std::string RadixSort::generate_wgsl(const Schedule& schedule) const {
-  const std::uint32_t wg_value = knob(schedule, "workgroup_size");
+  const std::uint32_t wg_value = knob(schedule, kWorkgroupSize);
   const std::string wg = std::to_string(wg_value);
-  const std::string kpi = knob_string(schedule, "keys_per_invocation");
-  const std::uint32_t digits_value = 1u << knob(schedule, "digit_bits");
+  const std::string kpi = std::to_string(knob(schedule, kKeysPerInvocation));
+  const std::uint32_t digits_value = 1u << knob(schedule, kDigitBits);
   const std::string digits = std::to_string(digits_value);
   const std::string mask = std::to_string(digits_value - 1);
-  const bool subgroups = knob(schedule, "use_subgroups") == 1;
+  const bool subgroups = knob(schedule, kUseSubgroups) == 1;
   std::string wgsl = std::string(subgroups ? "enable subgroups;\n" : "") + kLinearWorkgroupWgsl +
                      "\nstruct Params { n: u32, tiles: u32, shift: u32, count_length: u32, "
-                     "count_blocks: u32 }\n"
-                     "@group(0) @binding(0) var<uniform> params: Params;\n"
-                     "@group(0) @binding(1) var<storage, read> keys_in: array<u32>;\n"
-                     "@group(0) @binding(2) var<storage, read_write> keys_out: array<u32>;\n"
-                     "@group(0) @binding(3) var<storage, read_write> counts: array<u32>;\n"
-                     "@group(0) @binding(4) var<storage, read_write> block_sums: array<u32>;\n";
-  if (pairs_) {
-    wgsl +=
-        "@group(0) @binding(5) var<storage, read> values_in: array<u32>;\n"
-        "@group(0) @binding(6) var<storage, read_write> values_out: array<u32>;\n";
-  }
+                     "count_blocks: u32 }\n" +
+                     binding_declarations(wgsl_bindings(schedule));
   wgsl += "\nconst WG: u32 = " + wg + "u;\nconst KPI: u32 = " + kpi +
           "u;\nconst DIGITS: u32 = " + digits +
           "u;\n"
@@ -387,8 +384,8 @@ std::string RadixSort::generate_wgsl(const Schedule& schedule) const {
 // Invocation `local` owns keys [first, first + KPI) of the tile, in order; digit_prefix[d * WG +
 // local] becomes the number of digit-d keys owned by earlier invocations.
 std::string RadixSort::invocation_ranked_scatter_wgsl(const Schedule& schedule) const {
-  const std::uint32_t wg = knob(schedule, "workgroup_size");
-  const std::uint32_t digits = 1u << knob(schedule, "digit_bits");
+  const std::uint32_t wg = knob(schedule, kWorkgroupSize);
+  const std::uint32_t digits = 1u << knob(schedule, kDigitBits);
   return "\nvar<workgroup> digit_prefix: array<u32, " + std::to_string(digits * wg) +
          ">;\n"
          "@compute @workgroup_size(WG)\n"
@@ -442,14 +439,14 @@ std::string RadixSort::invocation_ranked_scatter_wgsl(const Schedule& schedule) 
 // keys in their ranked order; digit_base holds each digit's first place in the tile, then the
 // output index of the tile's place 0 for that digit.
 std::string RadixSort::subgroup_ranked_scatter_wgsl(const Schedule& schedule) const {
-  const std::uint32_t wg = knob(schedule, "workgroup_size");
-  const std::uint32_t digits = 1u << knob(schedule, "digit_bits");
-  const std::uint32_t kpi = knob(schedule, "keys_per_invocation");
+  const std::uint32_t wg = knob(schedule, kWorkgroupSize);
+  const std::uint32_t digits = 1u << knob(schedule, kDigitBits);
+  const std::uint32_t kpi = knob(schedule, kKeysPerInvocation);
   const std::uint32_t tile = wg * kpi;
   const std::uint32_t counter_words = subgroup_counter_words(schedule);
   const std::uint32_t digits_per_invocation = std::max(1u, digits / wg);
   std::string wgsl =
-      "\nconst BITS: u32 = " + knob_string(schedule, "digit_bits") +
+      "\nconst BITS: u32 = " + std::to_string(knob(schedule, kDigitBits)) +
       "u;\n"
       "const WORDS: u32 = " +
       std::to_string(digits / 2) +

@@ -32,6 +32,13 @@ using namespace support;
 
 enum class ReduceOp { kSumF32, kMinF32, kMaxF32, kSumU32 };
 
+const KnobSpec kWorkgroupSize{
+    "workgroup_size", "invocations per workgroup", {64, 128, 256, 512, 1024}, 256};
+const KnobSpec kItemsPerInvocation{
+    "items_per_invocation", "vectors per invocation", {1, 2, 4, 8, 16}, 1};
+const KnobSpec kVectorWidth{"vector_width", "elements per load", {1, 4}, 1};
+const KnobSpec kUseSubgroups{"use_subgroups", "reduce within subgroups first", {0, 1}, 0};
+
 class Reduce final : public KernelDefinition {
  public:
   explicit Reduce(ReduceOp op) : op_(op) {}
@@ -65,21 +72,25 @@ class Reduce final : public KernelDefinition {
   }
 
   std::vector<KnobSpec> knobs() const override {
-    return {{"workgroup_size", "invocations per workgroup", {64, 128, 256, 512, 1024}, 256},
-            {"items_per_invocation", "vectors per invocation", {1, 2, 4, 8, 16}, 1},
-            {"vector_width", "elements per load", {1, 4}, 1},
-            {"use_subgroups", "reduce within subgroups first", {0, 1}, 0}};
+    return {kWorkgroupSize, kItemsPerInvocation, kVectorWidth, kUseSubgroups};
   }
 
-  std::vector<KernelBinding> bindings() const override {
-    std::vector<KernelBinding> list = {{0, 0, BindingKind::kUniform, "params"},
-                                       {0, 1, BindingKind::kStorageRead, "x"}};
-    if (op_ != ReduceOp::kSumU32) {
-      list.push_back(
-          {0, 2, BindingKind::kStorageReadWrite, op_ == ReduceOp::kSumF32 ? "partials" : "key"});
+  // min and max read their f32 input as raw bits and order it by integer keys (lift()), so that
+  // subnormals are never flushed.
+  std::vector<WgslBinding> wgsl_bindings(const Schedule& schedule) const override {
+    const bool vec4 = knob(schedule, kVectorWidth) == 4;
+    if (op_ == ReduceOp::kSumF32) {
+      return {params_binding("Params"), storage_read(1, "x", vec4 ? "vec4<f32>" : "f32"),
+              storage_read_write(2, "partials", "f32"), storage_read_write(3, "result", "f32")};
     }
-    list.push_back({0, 3, BindingKind::kStorageReadWrite, "result"});
-    return list;
+    WgslBinding x = storage_read(1, "x", vec4 ? "vec4<u32>" : "u32");
+    if (op_ == ReduceOp::kSumU32) {
+      return {params_binding("Params"), x, storage_read_write(3, "result", "atomic<u32>")};
+    }
+    WgslBinding result = as_f32_bits(storage_read_write(3, "result", "u32"));
+    result.comment = "f32 bits";
+    return {params_binding("Params"), as_f32_bits(x), storage_read_write(2, "key", "atomic<u32>"),
+            result};
   }
 
   std::vector<BufferSpec> buffer_specs() const override {
@@ -116,9 +127,9 @@ class Reduce final : public KernelDefinition {
                    std::string(op_ == ReduceOp::kMinF32 ? "The minimum" : "The maximum") +
                        " of an empty input is undefined (n = 0).");
     }
-    const std::uint64_t width = knob(schedule, "vector_width");
-    const std::uint64_t tile = std::uint64_t{knob(schedule, "workgroup_size")} *
-                               knob(schedule, "items_per_invocation") * width;
+    const std::uint64_t width = knob(schedule, kVectorWidth);
+    const std::uint64_t tile =
+        std::uint64_t{knob(schedule, kWorkgroupSize)} * knob(schedule, kItemsPerInvocation) * width;
     const std::uint64_t workgroups = ceil_div(n, tile);
     const std::uint64_t input_bytes = vec4_buffer_bytes(n);
     const std::vector<std::uint32_t> params = {static_cast<std::uint32_t>(n),
@@ -272,10 +283,10 @@ class Reduce final : public KernelDefinition {
 };
 
 std::string Reduce::generate_wgsl(const Schedule& schedule) const {
-  const std::string wg = knob_string(schedule, "workgroup_size");
-  const std::string items = knob_string(schedule, "items_per_invocation");
-  const bool vec4 = knob(schedule, "vector_width") == 4;
-  const bool subgroups = knob(schedule, "use_subgroups") == 1;
+  const std::string wg = std::to_string(knob(schedule, kWorkgroupSize));
+  const std::string items = std::to_string(knob(schedule, kItemsPerInvocation));
+  const bool vec4 = knob(schedule, kVectorWidth) == 4;
+  const bool subgroups = knob(schedule, kUseSubgroups) == 1;
   const bool float_sum = op_ == ReduceOp::kSumF32;
   // The accumulator: f32 for the f32 sum, u32 (values or keys) for the others.
   const std::string acc_type = float_sum ? "f32" : "u32";
@@ -296,27 +307,12 @@ std::string Reduce::generate_wgsl(const Schedule& schedule) const {
     nan_key = "0xffffffffu";
   }
   const std::string element_type = float_sum ? "f32" : "u32";  // min/max read raw bits
-  const std::string x_type = vec4 ? "vec4<" + element_type + ">" : element_type;
 
   std::string wgsl;
   if (subgroups) wgsl += "enable subgroups;\n";
   wgsl += kLinearWorkgroupWgsl;
-  wgsl +=
-      "\nstruct Params { n: u32, workgroups: u32 }\n"
-      "@group(0) @binding(0) var<uniform> params: Params;\n"
-      "@group(0) @binding(1) var<storage, read> x: array<" +
-      x_type + ">;\n";
-  if (float_sum) {
-    wgsl +=
-        "@group(0) @binding(2) var<storage, read_write> partials: array<f32>;\n"
-        "@group(0) @binding(3) var<storage, read_write> result: array<f32>;\n";
-  } else if (op_ == ReduceOp::kSumU32) {
-    wgsl += "@group(0) @binding(3) var<storage, read_write> result: array<atomic<u32>>;\n";
-  } else {
-    wgsl +=
-        "@group(0) @binding(2) var<storage, read_write> key: array<atomic<u32>>;\n"
-        "@group(0) @binding(3) var<storage, read_write> result: array<u32>;  // f32 bits\n";
-  }
+  wgsl += "\nstruct Params { n: u32, workgroups: u32 }\n" +
+          binding_declarations(wgsl_bindings(schedule));
   wgsl += "\nfn combine(a: " + acc_type + ", b: " + acc_type + ") -> " + acc_type + " { return " +
           combine + "; }\n";
   // One element as an accumulator value (keys for min/max; NaN gets the winning key).

@@ -18,6 +18,21 @@ namespace {
 
 using namespace support;
 
+const KnobSpec kWorkgroupSize{
+    "workgroup_size", "invocations per workgroup", {64, 128, 256, 512, 1024}, 256};
+const KnobSpec kVectorsPerInvocation{
+    "vectors_per_invocation", "vec4 per invocation", {1, 2, 4, 8, 16}, 1};
+const KnobSpec kUseSubgroups{"use_subgroups", "scan within subgroups first", {0, 1}, 0};
+const KnobSpec kLookBackWindow{
+    "look_back_window", "predecessors read at once by the look-back", {32, 256}, 32};
+const KnobSpec kPasses{
+    "passes", "1: single pass, decoupled look-back; 3: reduce-then-scan", {1, 3}, 1};
+const KnobSpec kClaimTiles{
+    "claim_tiles",
+    "single pass: 1 claims tiles from a counter, 0 takes the workgroup id (no atomic)",
+    {1, 0},
+    1};
+
 class ScanExclusiveU32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "scan_exclusive_u32"; }
@@ -27,15 +42,8 @@ class ScanExclusiveU32 final : public KernelDefinition {
   }
 
   std::vector<KnobSpec> knobs() const override {
-    return {{"workgroup_size", "invocations per workgroup", {64, 128, 256, 512, 1024}, 256},
-            {"vectors_per_invocation", "vec4 per invocation", {1, 2, 4, 8, 16}, 1},
-            {"use_subgroups", "scan within subgroups first", {0, 1}, 0},
-            {"look_back_window", "predecessors read at once by the look-back", {32, 256}, 32},
-            {"passes", "1: single pass, decoupled look-back; 3: reduce-then-scan", {1, 3}, 1},
-            {"claim_tiles",
-             "single pass: 1 claims tiles from a counter, 0 takes the workgroup id (no atomic)",
-             {1, 0},
-             1}};
+    return {kWorkgroupSize, kVectorsPerInvocation, kUseSubgroups, kLookBackWindow, kPasses,
+            kClaimTiles};
   }
 
   Status check_resources(const Schedule& schedule,
@@ -43,11 +51,9 @@ class ScanExclusiveU32 final : public KernelDefinition {
     return check_chained_scan_resources(shape(schedule), 0, device);
   }
 
-  std::vector<KernelBinding> bindings() const override {
-    return {{0, 0, BindingKind::kUniform, "params"},
-            {0, 1, BindingKind::kStorageRead, "x"},
-            {0, 2, BindingKind::kStorageReadWrite, "y"},
-            {0, 3, BindingKind::kStorageReadWrite, "chain"}};
+  std::vector<WgslBinding> wgsl_bindings(const Schedule&) const override {
+    return {params_binding("Params"), storage_read(1, "x", "vec4u"),
+            storage_read_write(2, "y", "vec4u"), storage_read_write(3, "chain", "ChainWord")};
   }
 
   std::vector<BufferSpec> buffer_specs() const override {
@@ -63,19 +69,16 @@ class ScanExclusiveU32 final : public KernelDefinition {
   std::string generate_wgsl(const Schedule& schedule) const override {
     return chained_scan_wgsl(
         shape(schedule),
-        "struct Params { n: u32, tiles: u32 }\n"
-        "@group(0) @binding(0) var<uniform> params: Params;\n"
-        "@group(0) @binding(1) var<storage, read> x: array<vec4u>;\n"
-        "@group(0) @binding(2) var<storage, read_write> y: array<vec4u>;\n"
-        "@group(0) @binding(3) var<storage, read_write> chain: array<ChainWord>;\n\n"
-        "const PAD: u32 = 0u;\n"
-        "fn scan_items(raw: vec4u) -> vec4u { return raw; }\n"
-        "fn scan_store(v: u32, raw: vec4u, items: vec4u, tile_prefix: u32, offset: u32) {\n"
-        "  y[v] = tile_prefix + offset +\n"
-        "         vec4u(0u, items.x, items.x + items.y, items.x + items.y + items.z);\n"
-        "}\n"
-        "fn scan_finish_tile(tile_prefix: u32, tile_total: u32, local: u32) {}\n"
-        "fn scan_total(total: u32) {}\n");
+        "struct Params { n: u32, tiles: u32 }\n" + binding_declarations(wgsl_bindings(schedule)) +
+            "\n"
+            "const PAD: u32 = 0u;\n"
+            "fn scan_items(raw: vec4u) -> vec4u { return raw; }\n"
+            "fn scan_store(v: u32, raw: vec4u, items: vec4u, tile_prefix: u32, offset: u32) {\n"
+            "  y[v] = tile_prefix + offset +\n"
+            "         vec4u(0u, items.x, items.x + items.y, items.x + items.y + items.z);\n"
+            "}\n"
+            "fn scan_finish_tile(tile_prefix: u32, tile_total: u32, local: u32) {}\n"
+            "fn scan_total(total: u32) {}\n");
   }
 
   Result<DispatchPlan> plan(const Schedule& schedule, const Problem& problem,
@@ -138,12 +141,12 @@ class ScanExclusiveU32 final : public KernelDefinition {
  private:
   static ChainedScanShape shape(const Schedule& schedule) {
     return {"scan",
-            knob(schedule, "workgroup_size"),
-            knob(schedule, "vectors_per_invocation"),
-            knob(schedule, "use_subgroups") == 1,
-            knob(schedule, "look_back_window"),
-            knob(schedule, "passes"),
-            knob(schedule, "claim_tiles") == 1};
+            knob(schedule, kWorkgroupSize),
+            knob(schedule, kVectorsPerInvocation),
+            knob(schedule, kUseSubgroups) == 1,
+            knob(schedule, kLookBackWindow),
+            knob(schedule, kPasses),
+            knob(schedule, kClaimTiles) == 1};
   }
 };
 

@@ -10,7 +10,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <set>
+#include <stdexcept>
 
 #include "support/temp_dir.hpp"
 #include "wgsl_forge/hash.hpp"
@@ -31,6 +34,26 @@ DeviceCapabilities large_adapter() {
   capabilities.max_storage_binding_size = 4294967295u;
   capabilities.subgroups = true;
   return capabilities;
+}
+
+// A problem every kernel plans (gemm_f32 reads m, n and k; the others n).
+kernels::Problem planning_problem(const KernelDefinition& kernel) {
+  kernels::Problem problem;
+  problem.elements = 1000;
+  problem.m = kernel.id() == "gemm_f32" ? 40 : 0;
+  problem.n = problem.m;
+  problem.k = problem.m;
+  return problem;
+}
+
+// About 16 schedules of the kernel's space on the large adapter, the default first.
+std::vector<Schedule> sampled_schedules(const KernelDefinition& kernel) {
+  const std::vector<Schedule> space = kernel.schedule_space(large_adapter());
+  std::vector<Schedule> sample;
+  for (std::size_t i = 0; i < space.size(); i += std::max<std::size_t>(1, space.size() / 16)) {
+    sample.push_back(space[i]);
+  }
+  return sample;
 }
 
 TEST(KernelCatalogGoldenTest, DefaultScheduleWgslMatchesGoldenFiles) {
@@ -99,15 +122,10 @@ TEST(KernelCatalogTest, PlansUseExactlyTheBuffersOfTheInterfaceTable) {
       EXPECT_TRUE(names.insert(spec.name).second) << kernel->id() << " repeats " << spec.name;
       EXPECT_FALSE(spec.size_rule.empty()) << kernel->id() << " " << spec.name;
     }
-    kernels::Problem problem;
-    problem.elements = 1000;
-    problem.m = kernel->id() == "gemm_f32" ? 40 : 0;
-    problem.n = problem.m;
-    problem.k = problem.m;
-    std::vector<Schedule> space = kernel->schedule_space(large_adapter());
-    for (std::size_t i = 0; i < space.size(); i += std::max<std::size_t>(1, space.size() / 16)) {
-      SCOPED_TRACE(std::string(kernel->id()) + " " + space[i].to_string());
-      Result<kernels::DispatchPlan> plan = kernel->plan(space[i], problem, large_adapter());
+    for (const Schedule& schedule : sampled_schedules(*kernel)) {
+      SCOPED_TRACE(std::string(kernel->id()) + " " + schedule.to_string());
+      Result<kernels::DispatchPlan> plan =
+          kernel->plan(schedule, planning_problem(*kernel), large_adapter());
       ASSERT_TRUE(plan.ok()) << plan.error().to_string();
       ASSERT_EQ(plan->buffers.size(), specs.size());
       for (std::size_t b = 0; b < specs.size(); ++b) {
@@ -123,6 +141,119 @@ TEST(KernelCatalogTest, PlansUseExactlyTheBuffersOfTheInterfaceTable) {
     ASSERT_FALSE(missing.ok());
     EXPECT_NE(missing.error().message().find(std::string(kernel->id())), std::string::npos);
     EXPECT_NE(missing.error().message().find(specs.front().name), std::string::npos);
+  }
+}
+
+// The element type a buffer's caller sees through a WGSL binding: its array's word type, or f32
+// where the kernel moves f32 values as u32 bits. Nullopt for a type this table does not know yet.
+std::optional<kernels::ElementType> carried_element(const kernels::WgslBinding& row) {
+  static const std::map<std::string, kernels::ElementType> kWordTypes = {
+      {"f32", kernels::ElementType::kF32},       {"vec2f", kernels::ElementType::kF32},
+      {"vec4f", kernels::ElementType::kF32},     {"vec4<f32>", kernels::ElementType::kF32},
+      {"u32", kernels::ElementType::kU32},       {"vec4u", kernels::ElementType::kU32},
+      {"vec4<u32>", kernels::ElementType::kU32}, {"atomic<u32>", kernels::ElementType::kU32},
+      {"ChainWord", kernels::ElementType::kU32}};
+  auto word = kWordTypes.find(row.type);
+  if (word == kWordTypes.end()) return std::nullopt;
+  if (!row.f32_bits) return word->second;
+  if (word->second != kernels::ElementType::kU32) return std::nullopt;  // bits are u32 words
+  return kernels::ElementType::kF32;
+}
+
+std::string declaration_start(const kernels::WgslBinding& row) {
+  const char* access = row.kind == BindingKind::kUniform       ? "var<uniform> "
+                       : row.kind == BindingKind::kStorageRead ? "var<storage, read> "
+                                                               : "var<storage, read_write> ";
+  return "@group(0) @binding(" + std::to_string(row.binding) + ") " + access + row.name + ": ";
+}
+
+// A binding's access must suit the buffer: a kernel never writes its caller's inputs, and it
+// writes its outputs and scratch.
+void expect_binding_suits_buffer(const kernels::WgslBinding& row, const kernels::BufferSpec& spec,
+                                 bool same_name) {
+  SCOPED_TRACE("binding " + std::to_string(row.binding) + " (" + row.name + ": " + row.type +
+               ") and buffer " + spec.name);
+  const std::optional<kernels::ElementType> carried = carried_element(row);
+  ASSERT_TRUE(carried.has_value()) << "unknown or contradictory WGSL element type";
+  EXPECT_EQ(kernels::element_type_name(*carried),
+            std::string(kernels::element_type_name(spec.element)));
+  if (spec.role == kernels::BufferRole::kInput) {
+    EXPECT_EQ(row.kind, BindingKind::kStorageRead);
+  }
+  if (same_name && spec.role != kernels::BufferRole::kInput) {
+    EXPECT_EQ(row.kind, BindingKind::kStorageReadWrite);
+  }
+}
+
+// The binding table is the one declaration of a module's bindings: the WGSL declares exactly its
+// rows, each agrees with the buffer of its name, and each pass binds buffers that suit the rows.
+TEST(KernelCatalogTest, BindingTablesAgreeWithTheWgslAndTheBufferInterface) {
+  for (const KernelDefinition* kernel : kernels::builtin_kernels()) {
+    for (const Schedule& schedule : sampled_schedules(*kernel)) {
+      SCOPED_TRACE(std::string(kernel->id()) + " " + schedule.to_string());
+      const std::vector<kernels::WgslBinding> table = kernel->wgsl_bindings(schedule);
+      ASSERT_FALSE(table.empty());
+      EXPECT_EQ(declaration_start(table.front()), "@group(0) @binding(0) var<uniform> params: ");
+      const std::string wgsl = kernel->generate_wgsl(schedule);
+      std::size_t declarations = 0;
+      for (std::size_t at = wgsl.find("@binding("); at != std::string::npos;
+           at = wgsl.find("@binding(", at + 1)) {
+        ++declarations;
+      }
+      EXPECT_EQ(declarations, table.size()) << wgsl;
+      std::map<std::uint32_t, kernels::WgslBinding> rows;
+      for (const kernels::WgslBinding& row : table) {
+        EXPECT_NE(
+            wgsl.find(declaration_start(row) +
+                      (row.kind == BindingKind::kUniform ? row.type : "array<" + row.type + ">")),
+            std::string::npos)
+            << row.name;
+        EXPECT_TRUE(rows.emplace(row.binding, row).second) << "binding " << row.binding;
+        if (row.kind == BindingKind::kUniform) continue;
+        if (auto spec = kernel->find_buffer(row.name); spec.ok()) {
+          expect_binding_suits_buffer(row, *spec, true);
+        }
+      }
+      Result<kernels::DispatchPlan> plan =
+          kernel->plan(schedule, planning_problem(*kernel), large_adapter());
+      ASSERT_TRUE(plan.ok()) << plan.error().to_string();
+      for (const kernels::PassPlan& pass : plan->passes) {
+        for (const auto& [binding, name] : pass.buffers) {
+          auto row = rows.find(binding);
+          ASSERT_NE(row, rows.end()) << pass.entry_point << " binds " << binding;
+          EXPECT_NE(row->second.kind, BindingKind::kUniform);
+          expect_binding_suits_buffer(row->second, kernel->find_buffer(name).value(), false);
+        }
+      }
+    }
+  }
+}
+
+TEST(KernelCatalogTest, ReadingAKnobTheScheduleLacksThrowsNamingIt) {
+  const kernels::KnobSpec tile{"tile_size", "elements per tile", {64, 128}, 64};
+  EXPECT_EQ(kernels::knob(Schedule({{"tile_size", 128}}), tile), 128u);
+  try {
+    kernels::knob(Schedule({{"tile_sise", 128}}), tile);
+    ADD_FAILURE() << "an absent knob was read";
+  } catch (const std::logic_error& error) {
+    EXPECT_EQ(std::string(error.what()),
+              "Knob tile_size is read but absent from schedule {tile_sise=128}.");
+  }
+}
+
+// Every knob a kernel reads is one it declares: no schedule check admits reaches the throw above.
+TEST(KernelCatalogTest, EveryScheduleOfEverySpaceGeneratesAndPlansReadingOnlyDeclaredKnobs) {
+  for (const KernelDefinition* kernel : kernels::builtin_kernels()) {
+    for (const Schedule& schedule : kernel->schedule_space(large_adapter())) {
+      SCOPED_TRACE(std::string(kernel->id()) + " " + schedule.to_string());
+      EXPECT_NO_THROW({
+        EXPECT_TRUE(kernel->check_resources(schedule, large_adapter()).ok());
+        EXPECT_FALSE(kernel->generate_wgsl(schedule).empty());
+        EXPECT_FALSE(kernel->entry_points(schedule).empty());
+        EXPECT_FALSE(kernel->wgsl_bindings(schedule).empty());
+        EXPECT_TRUE(kernel->plan(schedule, planning_problem(*kernel), large_adapter()).ok());
+      });
+    }
   }
 }
 

@@ -14,7 +14,9 @@ class DelegatingKernel : public kernels::KernelDefinition {
       : base_(*kernels::find_kernel(builtin_id).value()) {}
 
   std::vector<kernels::KnobSpec> knobs() const override { return base_.knobs(); }
-  std::vector<KernelBinding> bindings() const override { return base_.bindings(); }
+  std::vector<kernels::WgslBinding> wgsl_bindings(const Schedule& schedule) const override {
+    return base_.wgsl_bindings(schedule);
+  }
   std::vector<kernels::BufferSpec> buffer_specs() const override { return base_.buffer_specs(); }
   std::vector<std::string> entry_points(const Schedule& schedule) const override {
     return base_.entry_points(schedule);
