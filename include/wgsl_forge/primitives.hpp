@@ -13,8 +13,11 @@
 // holds what the kernel needs and names the kernel, the buffer and both sizes when it does not;
 // kernels::KernelDefinition::buffer_specs() gives each kernel's rule ("n rounded up to a multiple
 // of 4 elements, at least 4" for the vectorised inputs and outputs). A call reads its input
-// columns and writes its output columns, within the planned bytes only; scratch buffers are the
-// library's, allocated on first use and reused by every later call.
+// columns and writes its output columns, within the planned bytes only: the columns named x,
+// idx, a, b are read; y, out, counts, c, result and count are written; the sorts read and write
+// keys (and values) in place. Scratch buffers are the library's, allocated on first use and
+// reused by every later call; no call fills or poisons a caller's column (certification does
+// that, on its own buffers).
 //
 // Recording. In a Batch, a call's reads and writes happen when the batch's encoder is
 // submitted, in the order the calls were recorded; the host sees no result until then, so

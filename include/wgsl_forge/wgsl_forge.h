@@ -84,6 +84,9 @@ int wf_kernel_origin(wf_context* context, const char* kernel_id, const char** or
  * A kernel that fails is WF_ERROR_REJECTED or WF_ERROR_GPU with its message; the others are
  * still tuned. */
 int wf_auto_tune_all(wf_context* context, uint32_t budget, size_t* tuned, size_t* cached);
+/* The same for one kernel; *tuned_now (may be NULL) is 1 when it was tuned now, 0 when the cache
+ * already had it. A context loads a kernel once: open a new context to run what was tuned. */
+int wf_tune_kernel(wf_context* context, const char* kernel_id, uint32_t budget, int* tuned_now);
 
 /* Batches: calls recorded into one command encoder. `wgpu_command_encoder` NULL: the context's
  * own, run by wf_batch_submit; otherwise the program's WGPUCommandEncoder, which the program

@@ -16,6 +16,8 @@
 #                                            floats, and bench's copy ceiling per size
 #   performance.sh given KERNEL SCHEDULE...  bench each schedule as given (k=v,...), with each
 #                                            pass's time, into given.txt: no search
+#   performance.sh startup                   the typed primitives' host cost and a database's
+#                                            start-up on build/gpu-cache (startup.txt)
 #   performance.sh certify COUNT KERNEL SCHEDULE...
 #                                            certify each schedule COUNT times with fresh seeds;
 #                                            one line per schedule in certify.txt, and the first
@@ -102,6 +104,17 @@ certify_seeds() {
     echo "$kernel $schedule: $failed of $count certifications failed" | tee -a "$out/certify.txt"
   done
 }
+# The typed primitives on the tuned cache: the host cost of one recorded call, of the first call
+# and of loading all 12 kernels (bench/primitives_bench), then the example start-up and query.
+startup() {
+  {
+    echo "$build"
+    build/release/bench/primitives_bench --cache build/gpu-cache --benchmark_repetitions=3 \
+      --benchmark_report_aggregates_only=true
+    build/release/examples/database_startup --cache build/gpu-cache --rows 16777216
+  } 2>&1 | tee "$out/startup.txt"
+}
+
 case "${1:-bench}" in
   tune) tune_all "${2:-8}" "${3:-0}" ;;
   bench) bench ;;
@@ -110,4 +123,5 @@ case "${1:-bench}" in
   sweep) sweep ;;
   given) given "${@:2}" ;;
   certify) certify_seeds "$2" "${@:3}" ;;
+  startup) startup ;;
 esac

@@ -11,6 +11,8 @@ bash scripts/setup.sh release
 commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 git diff --quiet HEAD 2>/dev/null || commit+="+"
 echo "$commit" > build/release/BUILD_COMMIT
+# Google Benchmark is a shared library on Debian; primitives_bench finds it beside itself.
+cp -L /usr/lib/x86_64-linux-gnu/libbenchmark.so.1debian build/release/bench/
 
 mkdir -p .gl /tmp/wgsl-forge-amd64-lists/partial
 apt_options=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64

@@ -256,6 +256,25 @@ int wf_auto_tune_all(wf_context* context, uint32_t budget, size_t* tuned, size_t
   });
 }
 
+int wf_tune_kernel(wf_context* context, const char* kernel_id, uint32_t budget, int* tuned_now) {
+  return guarded(context, [&](wf_context& c) {
+    if (!c.primitives) return fail(c, "The context failed to open.");
+    if (kernel_id == nullptr) return fail(c, "kernel_id is NULL.");
+    if (budget == 0) return fail(c, "The budget is 0; it must be at least 1.");
+    Result<const kernels::KernelDefinition*> kernel = kernels::find_kernel(kernel_id);
+    if (!kernel) return fail(c, kernel.error());
+    forge::AutoTuneOptions options;
+    options.tune.budget = budget;
+    forge::AutoTuneRow row = forge::tune_and_store(*c.device, *c.cache, **kernel, options);
+    if (tuned_now != nullptr) *tuned_now = row.status == forge::AutoTuneRow::Status::kTuned;
+    if (row.status == forge::AutoTuneRow::Status::kFailed) {
+      c.error = row.kernel_id + ": " + row.message;
+      return WF_ERROR_REJECTED;
+    }
+    return WF_OK;
+  });
+}
+
 int wf_batch_begin(wf_context* context, void* wgpu_command_encoder, wf_batch** out) {
   return guarded(context, [&](wf_context& c) {
     if (!c.primitives) return fail(c, "The context failed to open.");

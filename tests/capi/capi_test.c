@@ -116,6 +116,19 @@ int main(int argc, char** argv) {
         "%s", wf_context_error(context));
   CHECK(wf_context_create(argv[1], NULL) == WF_ERROR_INVALID_INPUT, "NULL out accepted");
 
+  /* Tuning from C, then a new context (a database's next start-up) runs the tuned schedule. */
+  int tuned_now = -1;
+  CHECK(wf_tune_kernel(context, "no_such_kernel", 2, &tuned_now) == WF_ERROR_INVALID_INPUT,
+        "unknown kernel tuned");
+  status = wf_tune_kernel(context, "affine_f32", 2, &tuned_now);
+  CHECK(status == WF_OK && tuned_now >= 0, "%s", wf_context_error(context));
+  wf_context* restarted = NULL;
+  CHECK(wf_context_create(argv[1], &restarted) == WF_OK, "%s", wf_context_error(restarted));
+  CHECK(wf_kernel_origin(restarted, "affine_f32", &origin) == WF_OK &&
+            strncmp(origin, "tuned", 5) == 0,
+        "origin after tuning: %s", origin ? origin : wf_context_error(restarted));
+  wf_context_destroy(restarted);
+
   free(keys);
   free(expected);
   free(x);
