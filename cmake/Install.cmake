@@ -11,12 +11,13 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-# Every layer; the C API joins when it exists (src/capi).
+# Every layer, each before the layers it uses (see the link below); the C API joins when it
+# exists (src/capi), above the forge.
 set(WGSL_FORGE_LAYERS
-  wgsl_forge_util wgsl_forge_model wgsl_forge_cache wgsl_forge_gpu wgsl_forge_kernels
-  wgsl_forge_forge)
+  wgsl_forge_forge wgsl_forge_kernels wgsl_forge_gpu wgsl_forge_cache wgsl_forge_model
+  wgsl_forge_util)
 if(TARGET wgsl_forge_capi)
-  list(APPEND WGSL_FORGE_LAYERS wgsl_forge_capi)
+  list(PREPEND WGSL_FORGE_LAYERS wgsl_forge_capi)
 endif()
 # The layers end up inside a shared library.
 set_target_properties(${WGSL_FORGE_LAYERS} PROPERTIES POSITION_INDEPENDENT_CODE ON)
@@ -42,6 +43,8 @@ target_link_libraries(wgsl_forge_shared PRIVATE
   "$<LINK_LIBRARY:WHOLE_ARCHIVE,${WGSL_FORGE_LAYERS_CSV}>")
 # The layers also reach the link through each other's usage requirements, without the feature;
 # this makes every mention of them the whole archive, which CMake otherwise refuses as a conflict.
+# Listed users first, each layer is mentioned once: a second mention of a whole archive would
+# define every symbol in it twice.
 set_target_properties(wgsl_forge_shared PROPERTIES
   LINK_LIBRARY_OVERRIDE "WHOLE_ARCHIVE,${WGSL_FORGE_LAYERS_CSV}")
 # A symbol missing from the library (a layer not listed) fails here, not in a consumer's link.
