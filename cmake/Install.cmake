@@ -78,9 +78,10 @@ set_target_properties(blake3 PROPERTIES OUTPUT_NAME wgsl_forge_blake3)
 install(TARGETS ${WGSL_FORGE_LAYERS} blake3 ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS wgsl-forge RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
-# Dawn, the prebuilt library of the npm package setup installs, beside the wgsl_forge code.
+# Dawn, the prebuilt library of the npm package setup installs, where the code looks for it.
+cmake_path(GET WGSL_FORGE_INSTALLED_WEBGPU_LIB PARENT_PATH WGSL_FORGE_INSTALLED_WEBGPU_DIR)
 install(PROGRAMS ${WGSL_FORGE_BUILD_TREE_WEBGPU_LIB}
-  DESTINATION ${CMAKE_INSTALL_LIBDIR}/wgsl_forge)
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/${WGSL_FORGE_INSTALLED_WEBGPU_DIR})
 
 set(WGSL_FORGE_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/wgsl_forge)
 install(EXPORT wgsl_forgeTargets NAMESPACE wgsl_forge:: DESTINATION ${WGSL_FORGE_CMAKE_DIR})

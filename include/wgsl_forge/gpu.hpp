@@ -56,7 +56,7 @@ struct WebGpuLibrarySearch {
   // program in <prefix>/bin, <dir>/../lib/wgsl_forge/.
   std::vector<std::filesystem::path> installed;
   // Where scripts/setup.sh put Dawn for this build, and node_modules above the executable (a
-  // build copied with its repository); only a build that is not installed has them.
+  // build copied with its repository); they matter only to a build that is not installed.
   std::vector<std::filesystem::path> build_tree;
 };
 
