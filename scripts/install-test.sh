@@ -58,20 +58,20 @@ version="$(sed -n 's/^project(wgsl_forge VERSION \([0-9.]*\).*/\1/p' "$repo_root
 "$tool" adapters --json >"$work/adapters.json" || fail "wgsl-forge adapters --json"
 grep -qF "\"library_path\": \"$prefix/lib/wgsl_forge/libwebgpu_wrapper.so\"" "$work/adapters.json" ||
   fail "the installed tool did not load the prefix's Dawn: $(grep library_path "$work/adapters.json")"
-log "tool: $("$tool" --version), $(grep -m1 '"name"' "$work/adapters.json" | tr -s ' ')"
+log "$("$tool" --version) runs from the moved prefix on $(sed -n 's/^ *"name": "\(.*\)",$/\1/p' "$work/adapters.json" | head -n 1) with its Dawn"
 
 # Runs an example program built against the installation; it must NEED libwgsl_forge.so.0, pass,
 # and load the Dawn inside the prefix (the loader's trace names each file it opens).
 run_example() {
   local program="$1" name
-  name="$(basename "$program")"
+  name="$(basename "$(dirname "$program")")-$(basename "$program")"
   readelf -d "$program" | grep -q 'Shared library: \[libwgsl_forge.so.0\]' ||
-    fail "$name does not NEED libwgsl_forge.so.0"
+    fail "$program does not NEED libwgsl_forge.so.0"
   LD_DEBUG=files LD_DEBUG_OUTPUT="$work/ld-$name" "$program" --elements 100003 \
-    >"$work/$name.out" 2>&1 || { cat "$work/$name.out" >&2; fail "$name failed"; }
+    >"$work/$name.out" 2>&1 || { cat "$work/$name.out" >&2; fail "$program failed"; }
   cat "$work"/ld-"$name".* | grep -qF "file=$prefix/lib/wgsl_forge/libwebgpu_wrapper.so " ||
     fail "$name did not load the prefix's Dawn"
-  log "$name: $(tail -n 1 "$work/$name.out")"
+  log "$name (prefix's Dawn): $(tail -n 1 "$work/$name.out")"
 }
 
 log "building examples/consumer with find_package(wgsl_forge)"
