@@ -2,7 +2,7 @@
  * load the tuned kernels, and run a small query on generated columns with the host-memory
  * calls, checking every result against the CPU.
  *
- *   database_startup_c [CACHE_DIR] [ROWS]        exit 0 when every result is right */
+ *   database_startup_c [--cache DIR] [--rows N]        exit 0 when every result is right */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,8 +21,12 @@ static int fail(wf_context* context, const char* what) {
 }
 
 int main(int argc, char** argv) {
-  const char* cache_dir = argc > 1 ? argv[1] : NULL;
-  size_t rows = argc > 2 ? (size_t)strtoull(argv[2], NULL, 10) : 1000003;
+  const char* cache_dir = NULL;
+  size_t rows = 1000003;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (strcmp(argv[i], "--cache") == 0) cache_dir = argv[i + 1];
+    if (strcmp(argv[i], "--rows") == 0) rows = (size_t)strtoull(argv[i + 1], NULL, 10);
+  }
 
   wf_context* context = NULL;
   if (wf_context_create(cache_dir, &context) != WF_OK) return fail(context, "opening");

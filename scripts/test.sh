@@ -4,7 +4,8 @@
 #
 #   scripts/test.sh [ci] [asan] [tsan] [fuzz]
 #
-#   ci    build with warnings as errors, clang-format check, the whole test suite on lavapipe
+#   ci    build with warnings as errors, clang-format check, the whole test suite on lavapipe,
+#         then install the library and use it from outside the tree (scripts/install-test.sh)
 #   asan  the whole test suite under AddressSanitizer + UndefinedBehaviorSanitizer, and leak
 #         checks on the tests that do not load Dawn
 #   tsan  the cache's tests (threads and forked writers) under ThreadSanitizer
@@ -27,6 +28,7 @@ for stage in "${stages[@]}"; do
       echo "[test] clang-format check"
       git ls-files '*.cpp' '*.hpp' | xargs clang-format --dry-run --Werror
       ctest --preset ci --timeout 600
+      bash scripts/install-test.sh
       ;;
     asan)
       bash scripts/setup.sh asan

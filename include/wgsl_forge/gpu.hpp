@@ -25,7 +25,9 @@ struct DeviceState;
 enum class PowerPreference { kHighPerformance, kLowPower };
 
 struct RuntimeOptions {
-  // The webgpu.h library: this path, else $WGSL_FORGE_WEBGPU_LIB, else the one setup installed.
+  // The webgpu.h library: this path, else $WGSL_FORGE_WEBGPU_LIB, else the one installed beside
+  // the wgsl_forge code, else the one setup installed in the build's tree (see
+  // webgpu_library_search()).
   std::optional<std::filesystem::path> library_path;
   // "vulkan" (the default, and the only backend this project tests) or "any".
   std::string backend = "vulkan";
@@ -60,7 +62,30 @@ struct ExternalDevice {
   std::chrono::milliseconds wait_timeout{std::chrono::minutes(2)};
 };
 
-// Which library `options` resolve to, and why; an error naming every place that was tried.
+
+// The places a webgpu.h library is looked for, in order; the first that is set (explicit_path,
+// variable) or that exists (installed, build_tree) wins.
+struct WebGpuLibrarySearch {
+  std::optional<std::filesystem::path> explicit_path;  // RuntimeOptions::library_path
+  std::optional<std::filesystem::path> variable;       // $WGSL_FORGE_WEBGPU_LIB
+  // Where cmake --install puts Dawn, next to the file holding the wgsl_forge code
+  // (libwgsl_forge.so, or the program that links the layers): <dir>/wgsl_forge/ and, for a
+  // program in <prefix>/bin, <dir>/../lib/wgsl_forge/.
+  std::vector<std::filesystem::path> installed;
+  // Where scripts/setup.sh put Dawn for this build, and node_modules above the executable (a
+  // build copied with its repository); they matter only to a build that is not installed.
+  std::vector<std::filesystem::path> build_tree;
+};
+
+// This process's search: explicit_path, $WGSL_FORGE_WEBGPU_LIB (unset when empty), the places
+// beside the loaded wgsl_forge code, the build tree's.
+WebGpuLibrarySearch webgpu_library_search(
+    const std::optional<std::filesystem::path>& explicit_path);
+
+// The library `search` finds; an explicit path or variable that names no file is an error, and
+// so is finding nothing, with every place that was tried.
+Result<std::filesystem::path> resolve_webgpu_library(const WebGpuLibrarySearch& search);
+// resolve_webgpu_library(webgpu_library_search(explicit_path)).
 Result<std::filesystem::path> resolve_webgpu_library(
     const std::optional<std::filesystem::path>& explicit_path);
 

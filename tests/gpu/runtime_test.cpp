@@ -8,10 +8,12 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <random>
 
 #include "gpu/gpu_test_support.hpp"
+#include "support/temp_dir.hpp"
 #include "support/test_manifests.hpp"
 #include "wgsl_forge/hash.hpp"
 
@@ -530,6 +532,101 @@ TEST(LibraryLoadingTest, MissingOrForeignLibraryIsAClearError) {
     EXPECT_NE(foreign.error().message().find("does not export the webgpu.h functions"),
               std::string::npos);
   }
+}
+
+TEST(ResolveWebGpuLibraryTest, LooksBesideTheWgslForgeCodeThenInTheBuildTree) {
+  namespace fs = std::filesystem;
+  // This test binary links the static layers, so the wgsl_forge code is the binary itself.
+  const fs::path dir = fs::weakly_canonical(fs::read_symlink("/proc/self/exe")).parent_path();
+  gpu::WebGpuLibrarySearch search = gpu::webgpu_library_search(std::nullopt);
+  EXPECT_FALSE(search.explicit_path);
+  ASSERT_EQ(search.installed.size(), 2u);
+  EXPECT_EQ(search.installed[0], dir / "wgsl_forge/libwebgpu_wrapper.so");
+  EXPECT_EQ(search.installed[1].filename(), "libwebgpu_wrapper.so");
+  EXPECT_EQ(search.installed[1].parent_path().filename(), "wgsl_forge");
+  ASSERT_FALSE(search.build_tree.empty());
+  EXPECT_EQ(search.build_tree[0], fs::path(WGSL_FORGE_SOURCE_DIR) /
+                                      "node_modules/bun-webgpu-linux-x64/libwebgpu_wrapper.so");
+
+  testing::TempDir temp;
+  const fs::path installed = temp.path() / "installed.so";
+  const fs::path built = temp.path() / "built.so";
+  testing::write_text(installed, "x");
+  testing::write_text(built, "x");
+  search.variable.reset();
+  search.installed = {temp.path() / "missing.so", installed};
+  search.build_tree = {built};
+  EXPECT_EQ(gpu::resolve_webgpu_library(search).value(), installed);
+  search.installed = {temp.path() / "missing.so"};
+  EXPECT_EQ(gpu::resolve_webgpu_library(search).value(), built);
+  search.installed = {installed};
+  search.variable = built;  // the variable comes first, and the option before it
+  EXPECT_EQ(gpu::resolve_webgpu_library(search).value(), built);
+  search.explicit_path = installed;
+  EXPECT_EQ(gpu::resolve_webgpu_library(search).value(), installed);
+
+  search.explicit_path.reset();
+  search.variable = temp.path() / "missing.so";  // a variable naming nothing is not skipped
+  auto missing = gpu::resolve_webgpu_library(search);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().kind(), ErrorKind::kInvalidInput);
+  EXPECT_NE(missing.error().message().find((temp.path() / "missing.so").string() +
+                                           " (from WGSL_FORGE_WEBGPU_LIB) does not exist"),
+            std::string::npos);
+}
+
+TEST(ResolveWebGpuLibraryTest, NothingFoundIsOneErrorNamingEveryPlaceTried) {
+  gpu::WebGpuLibrarySearch search;
+  search.installed = {"/nowhere/lib/wgsl_forge/libwebgpu_wrapper.so",
+                      "/nowhere/lib/../lib/wgsl_forge/libwebgpu_wrapper.so"};
+  search.build_tree = {"/nowhere/src/node_modules/bun-webgpu-linux-x64/libwebgpu_wrapper.so"};
+  auto missing = gpu::resolve_webgpu_library(search);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().kind(), ErrorKind::kRuntime);
+  EXPECT_EQ(missing.error().message(),
+            "No WebGPU library is found (--webgpu-lib or RuntimeOptions::library_path: not set; "
+            "WGSL_FORGE_WEBGPU_LIB: not set; installed beside the wgsl_forge code: "
+            "/nowhere/lib/wgsl_forge/libwebgpu_wrapper.so, "
+            "/nowhere/lib/../lib/wgsl_forge/libwebgpu_wrapper.so; build tree: "
+            "/nowhere/src/node_modules/bun-webgpu-linux-x64/libwebgpu_wrapper.so). Set "
+            "WGSL_FORGE_WEBGPU_LIB to Dawn's libwebgpu_wrapper.so, install wgsl-forge with cmake "
+            "--install (it copies Dawn), or run scripts/setup.sh.");
+
+  search.installed.clear();  // the code's own file unknown
+  EXPECT_NE(gpu::resolve_webgpu_library(search).error().message().find(
+                "installed beside the wgsl_forge code: none;"),
+            std::string::npos);
+}
+
+// The installed layout, <prefix>/bin/wgsl-forge and <prefix>/lib/wgsl_forge/: the tool finds
+// Dawn there before the build tree's, with no variable set.
+TEST(ResolveWebGpuLibraryTest, TheToolFindsDawnInItsInstalledPrefix) {
+  namespace fs = std::filesystem;
+  gpu::WebGpuLibrarySearch search = gpu::webgpu_library_search(std::nullopt);
+  search.installed.clear();
+  search.variable.reset();
+  Result<fs::path> dawn = gpu::resolve_webgpu_library(search);
+  ASSERT_TRUE(dawn.ok()) << dawn.error().to_string();
+
+  testing::TempDir prefix;
+  const fs::path installed = prefix.path() / "lib/wgsl_forge/libwebgpu_wrapper.so";
+  fs::create_directories(prefix.path() / "bin");
+  fs::create_directories(installed.parent_path());
+  // Copies, not links: the loader reports a library's canonical path.
+  fs::copy_file(WGSL_FORGE_CLI_PATH, prefix.path() / "bin/wgsl-forge");
+  fs::copy_file(*dawn, installed);
+  const std::string command = "env -u WGSL_FORGE_WEBGPU_LIB " +
+                              (prefix.path() / "bin/wgsl-forge").string() + " adapters --json";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buffer[4096];
+  while (std::size_t count = std::fread(buffer, 1, sizeof buffer, pipe))
+    output.append(buffer, count);
+  EXPECT_EQ(WEXITSTATUS(::pclose(pipe)), 0);
+  EXPECT_NE(output.find("\"library_path\": \"" + fs::weakly_canonical(installed).string() + "\""),
+            std::string::npos)
+      << output;
 }
 
 TEST(LibraryLoadingTest, UnknownBackendIsBadInput) {
