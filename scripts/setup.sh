@@ -27,7 +27,7 @@ as_root() {
 
 packages=(g++ cmake ninja-build pkg-config git ca-certificates libgtest-dev libgmock-dev
           libbenchmark-dev nlohmann-json3-dev libcli11-dev librust-blake3-dev clang-format
-          vulkan-tools)
+          vulkan-tools python3)
 # libFuzzer comes with clang's runtime libraries.
 [ "$preset" = fuzz ] && packages+=(clang libclang-rt-14-dev)
 backports_packages=(mesa-vulkan-drivers libvulkan1)
