@@ -62,7 +62,6 @@ struct ExternalDevice {
   std::chrono::milliseconds wait_timeout{std::chrono::minutes(2)};
 };
 
-
 // The places a webgpu.h library is looked for, in order; the first that is set (explicit_path,
 // variable) or that exists (installed, build_tree) wins.
 struct WebGpuLibrarySearch {
