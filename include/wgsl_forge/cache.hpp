@@ -15,7 +15,16 @@
 //     a race to an identical writer is success, to a different writer a collision;
 //   - a missing entry loads as std::nullopt; a file that does not parse, or whose content does not
 //     belong to its key, is a corruption error naming the file;
+//   - a name of an entry that is not a regular file (a FIFO, a socket, a device, a directory) or is
+//     a symbolic link is a corruption error naming the file and what it is, at once: entries are
+//     opened with O_NONBLOCK | O_NOFOLLOW and the type is checked on the opened descriptor, so no
+//     file can make a reader wait. Links are refused, not followed, even to a valid entry: writers
+//     only ever make regular files, and a link may name anything (a FIFO, a device, /dev/zero);
 //   - topology_key(topology_hash, kernel_id) = BLAKE3(topology_hash + "\0" + kernel_id), hex.
+//
+// Trust model: the root is shared with whoever else can write it (other processes, other users,
+// a damaged disk); readers trust nothing in it, neither the type nor the content of a file, and
+// every such file is reported, never a hang.
 //
 // Crash safety: a process killed at any point of a store leaves either no entry or the complete
 // one, plus at most its temporary file, which readers never see; remove_stale_temporaries (the

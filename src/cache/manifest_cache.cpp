@@ -84,20 +84,37 @@ int make_directories(FileSystem& files, const fs::path& directory) {
   return errno;
 }
 
+// What a file that is not a regular file is, for the error that refuses it.
+const char* file_type_name(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "of an unknown file type";
+}
+
+Error not_a_regular_file(const fs::path& path, const char* what) {
+  return Error(ErrorKind::kCorruption,
+               "Cache entry " + path.string() + " is " + what + ", not a regular file.");
+}
+
 // Reads a whole file. nullopt when it does not exist; kCorruption when it is not a regular file
-// or is implausibly large; kIo when the system refuses.
+// or is implausibly large; kIo when the system refuses. O_NONBLOCK makes opening a FIFO return at
+// once instead of waiting for a writer (it changes nothing for a regular file), O_NOFOLLOW refuses
+// a symbolic link (ELOOP), and the type is then checked on the opened descriptor, so that nothing
+// swapped in between a check and the open can make a reader block.
 Result<std::optional<std::string>> read_file(FileSystem& files, const fs::path& path) {
-  FileDescriptor fd(files, files.open(path.c_str(), O_RDONLY | O_CLOEXEC, 0));
+  FileDescriptor fd(files,
+                    files.open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW, 0));
   if (fd.get() < 0) {
     if (errno == ENOENT) return std::optional<std::string>();
+    if (errno == ELOOP) return not_a_regular_file(path, "a symbolic link");
     return io_error("open", path, errno);
   }
   struct stat status {};
   if (files.fstat(fd.get(), &status) != 0) return io_error("inspect", path, errno);
-  if (!S_ISREG(status.st_mode)) {
-    return Error(ErrorKind::kCorruption, "Cache entry " + path.string() +
-                                             " is not a regular file (a directory or device?).");
-  }
+  if (!S_ISREG(status.st_mode)) return not_a_regular_file(path, file_type_name(status.st_mode));
   if (static_cast<std::uint64_t>(status.st_size) > kMaxManifestBytes) {
     return Error(ErrorKind::kCorruption, "Cache entry " + path.string() + " is too large (" +
                                              std::to_string(status.st_size) +
