@@ -22,9 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Manifests are a few KiB; anything far larger in the root is not one of ours.
-constexpr std::size_t kMaxManifestBytes = 64u << 20;
-
 std::string errno_text(int error_number) { return std::strerror(error_number); }
 
 Error io_error(const std::string& what, const fs::path& path, int error_number) {
@@ -115,12 +112,15 @@ Result<std::optional<std::string>> read_file(FileSystem& files, const fs::path& 
   struct stat status {};
   if (files.fstat(fd.get(), &status) != 0) return io_error("inspect", path, errno);
   if (!S_ISREG(status.st_mode)) return not_a_regular_file(path, file_type_name(status.st_mode));
+  // The size limit of manifest_json.hpp, checked before reading: a huge file costs no memory.
   if (static_cast<std::uint64_t>(status.st_size) > kMaxManifestBytes) {
-    return Error(ErrorKind::kCorruption, "Cache entry " + path.string() + " is too large (" +
-                                             std::to_string(status.st_size) +
-                                             " bytes) to be a manifest.");
+    return Error(ErrorKind::kCorruption,
+                 "Cache entry " + path.string() + " is too large to be a manifest (" +
+                     std::to_string(status.st_size) + " bytes, the limit is " +
+                     std::to_string(kMaxManifestBytes) + ").");
   }
   std::string bytes;
+  bytes.reserve(static_cast<std::size_t>(status.st_size));
   char buffer[65536];
   while (true) {
     ssize_t count = files.read(fd.get(), buffer, sizeof buffer);
@@ -128,9 +128,10 @@ Result<std::optional<std::string>> read_file(FileSystem& files, const fs::path& 
     if (count < 0) return io_error("read", path, errno);
     if (count == 0) break;
     bytes.append(buffer, static_cast<std::size_t>(count));
-    if (bytes.size() > kMaxManifestBytes) {
-      return Error(ErrorKind::kCorruption,
-                   "Cache entry " + path.string() + " is too large to be a manifest.");
+    if (bytes.size() > kMaxManifestBytes) {  // it grew while being read
+      return Error(ErrorKind::kCorruption, "Cache entry " + path.string() +
+                                               " is too large to be a manifest (more than " +
+                                               std::to_string(kMaxManifestBytes) + " bytes).");
     }
   }
   return std::optional<std::string>(std::move(bytes));

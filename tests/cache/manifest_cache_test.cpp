@@ -359,6 +359,40 @@ TEST_F(ManifestCacheTest, ASymbolicLinkNamedLikeAnEntryIsRefused) {
   EXPECT_EQ(report.checks[0].health, EntryHealth::kCorrupt);
 }
 
+// A 200 KB entry with one field nested 100,000 levels deep overflowed the stack of every reader.
+TEST_F(ManifestCacheTest, AnEntryNestedTooDeeplyIsCorruptionNotACrash) {
+  ManifestCache cache(cache_root());
+  TuningManifest manifest = testing::random_tuning_manifest(random_);
+  const fs::path path = cache.store_tuning(manifest).value();
+  constexpr std::size_t kDepth = 100000;
+  write_text(path, "{\"deep\": " + std::string(kDepth, '[') + std::string(kDepth, ']') + "," +
+                       read_text(path).substr(1));
+
+  Result<std::optional<TuningManifest>> loaded = cache.load_tuning(manifest.cache_key);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.error().kind(), ErrorKind::kCorruption);
+  EXPECT_NE(loaded.error().message().find("(100001 levels, the limit is 64)"), std::string::npos)
+      << loaded.error().message();
+  VerifyReport report = cache.verify().value();
+  ASSERT_EQ(report.checks.size(), 1u);
+  EXPECT_EQ(report.checks[0].health, EntryHealth::kCorrupt);
+}
+
+// An entry larger than kMaxManifestBytes is refused from its size (fstat), before reading it.
+TEST_F(ManifestCacheTest, AnEntryLargerThanTheLimitIsRefusedWithoutReadingIt) {
+  ManifestCache cache(cache_root());
+  TuningManifest manifest = testing::random_tuning_manifest(random_);
+  const fs::path path = cache.store_tuning(manifest).value();
+  fs::resize_file(path, kMaxManifestBytes + 1);  // sparse: no disk space, no memory
+
+  Result<std::optional<TuningManifest>> loaded = cache.load_tuning(manifest.cache_key);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.error().kind(), ErrorKind::kCorruption);
+  EXPECT_EQ(loaded.error().message(), "Cache entry " + path.string() +
+                                          " is too large to be a manifest (16777217 bytes, the "
+                                          "limit is 16777216).");
+}
+
 // Starts `writers` processes that each store manifest_for(i) at the same moment; returns the
 // exit code of each (0 stored, 1 collision, 2 anything else).
 std::vector<int> store_concurrently(const fs::path& root, int writers,
