@@ -28,8 +28,8 @@ struct CommandResult {
   std::string output;  // stdout and stderr together
 };
 
-CommandResult run_cli(const std::string& arguments) {
-  const std::string command = std::string(WGSL_FORGE_CLI_PATH) + " " + arguments + " 2>&1";
+// Runs a shell command line and captures what it writes to its standard output.
+CommandResult run_shell(const std::string& command) {
   FILE* pipe = ::popen(command.c_str(), "r");
   CommandResult result;
   if (pipe == nullptr) return result;
@@ -39,6 +39,16 @@ CommandResult run_cli(const std::string& arguments) {
   int status = ::pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
+}
+
+CommandResult run_cli(const std::string& arguments) {
+  return run_shell(std::string(WGSL_FORGE_CLI_PATH) + " " + arguments + " 2>&1");
+}
+
+// The CLI with its standard output on /dev/full, where every write fails with ENOSPC; the result
+// holds what it wrote to stderr.
+CommandResult run_cli_onto_a_full_disk(const std::string& arguments) {
+  return run_shell(std::string(WGSL_FORGE_CLI_PATH) + " " + arguments + " 2>&1 >/dev/full");
 }
 
 std::string replace_once(std::string text, const std::string& from, const std::string& to) {
@@ -346,6 +356,24 @@ TEST(TuneTest, TimesTheStartingPointsRightAfterTheDefault) {
 // Sixteen tuners of one kernel started together into one cache (two databases starting on one
 // machine, many times over): one stores its result, the others find it or lose the race with a
 // collision error; nothing is half-written and `cache verify` is clean.
+TEST_F(ForgeCliTest, EveryCommandWhoseOutputCannotBeWrittenExits3WithOneLine) {
+  ASSERT_EQ(run_cli("tune affine_f32 --budget 1 --size 5000 " + cache_flag()).exit_code, 0);
+  const std::string key =
+      nlohmann::json::parse(run_cli("cache list --json " + cache_flag()).output)[0]["key"];
+  for (const std::string& arguments : std::vector<std::string>{
+           "generate affine_f32", "generate affine_f32 --offline", "kernels",
+           "info " + cache_flag(), "auto-tune-all affine_f32 " + cache_flag(),
+           "cache list --json " + cache_flag(), "cache show " + key + " " + cache_flag(),
+           "cache verify " + cache_flag(), "cache prune " + cache_flag(), "adapters --json",
+           "--help"}) {
+    CommandResult result = run_cli_onto_a_full_disk(arguments);
+    EXPECT_EQ(result.exit_code, 3) << arguments << ": " << result.output;
+    EXPECT_EQ(result.output,
+              "wgsl-forge: error: Cannot write the output (No space left on device).\n")
+        << arguments;
+  }
+}
+
 TEST_F(ForgeCliTest, SixteenConcurrentTunersLeaveOneWinnerAndACleanCache) {
   constexpr int kTuners = 16;
   std::string script;
