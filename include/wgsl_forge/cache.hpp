@@ -73,6 +73,16 @@ struct EntryCheck {
   std::string message;              // why it is not valid; empty when valid
 };
 
+struct PruneReport {
+  struct Skipped {
+    std::filesystem::path path;
+    std::string reason;
+  };
+  std::vector<std::filesystem::path> removed;  // in file name order
+  // Files with a temporary name that no writer made (a directory, a FIFO, a link): left alone.
+  std::vector<Skipped> skipped;
+};
+
 struct VerifyReport {
   std::vector<EntryCheck> checks;  // in file name order
 
@@ -118,9 +128,15 @@ class ManifestCache {
   // Deletes the temporary files of writers that are older than `older_than` (by modification
   // time) and returns their paths. A store finishes its temporary file within milliseconds, so
   // one that is minutes old belongs to a writer that crashed; a live writer's file is younger.
-  Result<std::vector<std::filesystem::path>> remove_stale_temporaries(
+  // Anything with a temporary name that is not a regular file is skipped and reported. An age
+  // above kLongestTemporaryAge is a kInvalidInput error: the file clock counts nanoseconds in 64
+  // bits, and a longer age would wrap around and make a live writer's file look stale.
+  Result<PruneReport> remove_stale_temporaries(
       std::chrono::seconds older_than = kStaleTemporaryAge) const;
   static constexpr std::chrono::seconds kStaleTemporaryAge{3600};
+  static constexpr std::chrono::seconds kLongestTemporaryAge =
+      std::chrono::duration_cast<std::chrono::seconds>(
+          std::filesystem::file_time_type::duration::max());
 
   // Entries by kind and key, in file name order, without reading them. A missing root is empty.
   Result<std::vector<CacheEntry>> list() const;

@@ -475,26 +475,44 @@ Result<bool> ManifestCache::remove(ManifestKind kind, std::string_view key) cons
   return true;
 }
 
-Result<std::vector<fs::path>> ManifestCache::remove_stale_temporaries(
-    std::chrono::seconds older_than) const {
-  std::vector<fs::path> removed;
+Result<PruneReport> ManifestCache::remove_stale_temporaries(std::chrono::seconds older_than) const {
+  if (older_than > kLongestTemporaryAge) {
+    return Error(ErrorKind::kInvalidInput,
+                 "Age of a stale temporary file (" + std::to_string(older_than.count()) +
+                     " s) exceeds the longest the file clock can measure (" +
+                     std::to_string(kLongestTemporaryAge.count()) + " s).");
+  }
+  PruneReport report;
   Result<std::vector<fs::directory_entry>> files = files_in(root_);
   if (!files) return std::move(files).error();
   const auto now = fs::file_time_type::clock::now();
   for (const fs::directory_entry& item : *files) {
     if (!is_temporary_name(item.path().filename().string())) continue;
     std::error_code error;
-    fs::file_time_type modified = item.last_write_time(error);
+    const fs::file_status status = item.symlink_status(error);
     if (error) continue;  // gone already: its writer finished or another cleaner removed it
+    if (status.type() != fs::file_type::regular) {
+      report.skipped.push_back(
+          {item.path(),
+           std::string("is ") +
+               (status.type() == fs::file_type::directory ? "a directory" : "not a regular file") +
+               ", not a writer's temporary file"});
+      continue;
+    }
+    fs::file_time_type modified = item.last_write_time(error);
+    if (error) continue;
     if (now - modified < older_than) continue;
     if (files_->unlink(item.path().c_str()) != 0) {
       if (errno == ENOENT) continue;
       return io_error("remove temporary file", item.path(), errno);
     }
-    removed.push_back(item.path());
+    report.removed.push_back(item.path());
   }
-  std::sort(removed.begin(), removed.end());
-  return removed;
+  std::sort(report.removed.begin(), report.removed.end());
+  std::sort(
+      report.skipped.begin(), report.skipped.end(),
+      [](const PruneReport::Skipped& a, const PruneReport::Skipped& b) { return a.path < b.path; });
+  return report;
 }
 
 Result<std::vector<CacheEntry>> ManifestCache::list() const {
