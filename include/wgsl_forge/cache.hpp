@@ -165,7 +165,8 @@ class ManifestCache {
 };
 
 // Where the cache lives: `explicit_root` (the --cache flag) if given, else $WGSL_FORGE_CACHE,
-// else $XDG_CACHE_HOME/wgsl-forge, else $HOME/.cache/wgsl-forge. Empty variables count as unset.
+// else $XDG_CACHE_HOME/wgsl-forge, else $HOME/.cache/wgsl-forge. Empty variables count as unset,
+// and so does a relative XDG_CACHE_HOME (the XDG Base Directory rule).
 Result<std::filesystem::path> resolve_cache_root(
     const std::optional<std::filesystem::path>& explicit_root);
 

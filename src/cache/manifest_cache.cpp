@@ -572,7 +572,11 @@ Result<fs::path> resolve_cache_root(const std::optional<fs::path>& explicit_root
     return std::string(value);
   };
   if (auto dir = variable("WGSL_FORGE_CACHE")) return fs::path(*dir);
-  if (auto dir = variable("XDG_CACHE_HOME")) return fs::path(*dir) / "wgsl-forge";
+  // The XDG Base Directory specification: a relative path in XDG_CACHE_HOME is invalid and is
+  // ignored (it would name a different cache from every working directory).
+  if (auto dir = variable("XDG_CACHE_HOME"); dir && fs::path(*dir).is_absolute()) {
+    return fs::path(*dir) / "wgsl-forge";
+  }
   if (auto home = variable("HOME")) return fs::path(*home) / ".cache" / "wgsl-forge";
   return Error(ErrorKind::kInvalidInput,
                "Cannot find a cache directory: none of --cache, WGSL_FORGE_CACHE, XDG_CACHE_HOME "

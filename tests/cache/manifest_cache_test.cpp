@@ -484,5 +484,14 @@ TEST_F(CacheRootResolutionTest, FlagThenVariablesThenHome) {
   EXPECT_EQ(resolve_cache_root(fs::path("/flag")).value(), fs::path("/flag"));
 }
 
+TEST_F(CacheRootResolutionTest, ARelativeXdgCacheHomeIsIgnored) {
+  ::setenv("HOME", "/home/u", 1);
+  for (const char* relative : {"cache", "./cache", "../cache", "~/.cache"}) {
+    ::setenv("XDG_CACHE_HOME", relative, 1);
+    EXPECT_EQ(resolve_cache_root(std::nullopt).value(), fs::path("/home/u/.cache/wgsl-forge"))
+        << relative;
+  }
+}
+
 }  // namespace
 }  // namespace wgsl_forge
