@@ -376,6 +376,36 @@ TEST_F(ForgeCliTest, EveryCommandWhoseOutputCannotBeWrittenExits3WithOneLine) {
   }
 }
 
+// Tests run as root, where permission bits stop no write, so the cache is made read-only the way
+// a read-only medium is: a read-only bind mount in a private mount namespace (unshare -rm). Each
+// run first proves that writing there fails (touch: "Read-only file system").
+TEST_F(ForgeCliTest, CommandsThatOnlyReadServeAReadOnlyCache) {
+  if (std::system("unshare -rm true 2>/dev/null") != 0) {
+    GTEST_SKIP() << "unshare -rm is not permitted here: no read-only mount to test with";
+  }
+  ASSERT_EQ(run_cli("auto-tune-all affine_f32 --budget 1 " + cache_flag()).exit_code, 0);
+  const std::string cache = (temp_.path() / "cache").string();
+  auto on_read_only_cache = [&](const std::string& arguments) {
+    return run_shell("unshare -rm sh -c 'mount --bind " + cache + " " + cache +
+                     " && mount -o remount,bind,ro " + cache + " && { touch " + cache +
+                     "/probe || true; } && exec " + WGSL_FORGE_CLI_PATH + " " + arguments +
+                     " --cache " + cache + "' 2>&1");
+  };
+  for (const std::string arguments : {"auto-tune-all affine_f32", "cache verify"}) {
+    CommandResult result = on_read_only_cache(arguments);
+    EXPECT_NE(result.output.find("Read-only file system"), std::string::npos) << result.output;
+    EXPECT_EQ(result.exit_code, 0) << arguments << "\n" << result.output;
+  }
+  EXPECT_NE(
+      on_read_only_cache("auto-tune-all affine_f32").output.find("affine_f32            cached"),
+      std::string::npos);
+  // A kernel that would be tuned still fails before any GPU work, naming the directory.
+  CommandResult untuned = on_read_only_cache("auto-tune-all gather_f32 --budget 1");
+  EXPECT_EQ(untuned.exit_code, 3) << untuned.output;
+  EXPECT_NE(untuned.output.find("Cannot write in the cache directory " + cache), std::string::npos)
+      << untuned.output;
+}
+
 TEST_F(ForgeCliTest, SixteenConcurrentTunersLeaveOneWinnerAndACleanCache) {
   constexpr int kTuners = 16;
   std::string script;
