@@ -18,6 +18,9 @@ scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
 mkdir -p build/fuzz/artifacts
 echo "[fuzz] manifest_parser_fuzzer for ${seconds} s"
-build/fuzz/fuzz/manifest_parser_fuzzer -max_total_time="$seconds" -dict=fuzz/manifest.dict \
+# -max_len: libFuzzer would otherwise stay below the largest seed (about 20 KB), where inputs
+# nested deeply enough to exhaust a stack, or near the size limit, are never tried.
+build/fuzz/fuzz/manifest_parser_fuzzer -max_total_time="$seconds" -max_len=1048576 \
+  -dict=fuzz/manifest.dict \
   -artifact_prefix=build/fuzz/artifacts/ -print_final_stats=1 \
   "$scratch" fuzz/corpus/manifest_parser fuzz/regressions/manifest_parser

@@ -15,7 +15,16 @@
 //     a race to an identical writer is success, to a different writer a collision;
 //   - a missing entry loads as std::nullopt; a file that does not parse, or whose content does not
 //     belong to its key, is a corruption error naming the file;
+//   - a name of an entry that is not a regular file (a FIFO, a socket, a device, a directory) or is
+//     a symbolic link is a corruption error naming the file and what it is, at once: entries are
+//     opened with O_NONBLOCK | O_NOFOLLOW and the type is checked on the opened descriptor, so no
+//     file can make a reader wait. Links are refused, not followed, even to a valid entry: writers
+//     only ever make regular files, and a link may name anything (a FIFO, a device, /dev/zero);
 //   - topology_key(topology_hash, kernel_id) = BLAKE3(topology_hash + "\0" + kernel_id), hex.
+//
+// Trust model: the root is shared with whoever else can write it (other processes, other users,
+// a damaged disk); readers trust nothing in it, neither the type nor the content of a file, and
+// every such file is reported, never a hang.
 //
 // Crash safety: a process killed at any point of a store leaves either no entry or the complete
 // one, plus at most its temporary file, which readers never see; remove_stale_temporaries (the
@@ -64,6 +73,16 @@ struct EntryCheck {
   std::string message;              // why it is not valid; empty when valid
 };
 
+struct PruneReport {
+  struct Skipped {
+    std::filesystem::path path;
+    std::string reason;
+  };
+  std::vector<std::filesystem::path> removed;  // in file name order
+  // Files with a temporary name that no writer made (a directory, a FIFO, a link): left alone.
+  std::vector<Skipped> skipped;
+};
+
 struct VerifyReport {
   std::vector<EntryCheck> checks;  // in file name order
 
@@ -109,9 +128,15 @@ class ManifestCache {
   // Deletes the temporary files of writers that are older than `older_than` (by modification
   // time) and returns their paths. A store finishes its temporary file within milliseconds, so
   // one that is minutes old belongs to a writer that crashed; a live writer's file is younger.
-  Result<std::vector<std::filesystem::path>> remove_stale_temporaries(
+  // Anything with a temporary name that is not a regular file is skipped and reported. An age
+  // above kLongestTemporaryAge is a kInvalidInput error: the file clock counts nanoseconds in 64
+  // bits, and a longer age would wrap around and make a live writer's file look stale.
+  Result<PruneReport> remove_stale_temporaries(
       std::chrono::seconds older_than = kStaleTemporaryAge) const;
   static constexpr std::chrono::seconds kStaleTemporaryAge{3600};
+  static constexpr std::chrono::seconds kLongestTemporaryAge =
+      std::chrono::duration_cast<std::chrono::seconds>(
+          std::filesystem::file_time_type::duration::max());
 
   // Entries by kind and key, in file name order, without reading them. A missing root is empty.
   Result<std::vector<CacheEntry>> list() const;
@@ -140,7 +165,8 @@ class ManifestCache {
 };
 
 // Where the cache lives: `explicit_root` (the --cache flag) if given, else $WGSL_FORGE_CACHE,
-// else $XDG_CACHE_HOME/wgsl-forge, else $HOME/.cache/wgsl-forge. Empty variables count as unset.
+// else $XDG_CACHE_HOME/wgsl-forge, else $HOME/.cache/wgsl-forge. Empty variables count as unset,
+// and so does a relative XDG_CACHE_HOME (the XDG Base Directory rule).
 Result<std::filesystem::path> resolve_cache_root(
     const std::optional<std::filesystem::path>& explicit_root);
 

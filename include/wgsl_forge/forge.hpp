@@ -119,6 +119,13 @@ Result<std::filesystem::path> store_certification_evidence(const ManifestCache& 
 AutoTuneRow tune_and_store(gpu::Device& device, const ManifestCache& cache,
                            const kernels::KernelDefinition& kernel, const AutoTuneOptions& options);
 
+// True when tune_and_store would tune `kernel`, and so write to the cache: options.retune, no
+// entry, or an entry of an older kernel revision. False for a valid current entry and for a
+// damaged one (which tune_and_store reports without replacing it), so that a caller can prove the
+// cache writable only when it will be written.
+bool would_tune(const gpu::Device& device, const ManifestCache& cache,
+                const kernels::KernelDefinition& kernel, const AutoTuneOptions& options);
+
 // Tunes every builtin kernel not yet tuned for this adapter's topology and stores the tuning and
 // certification manifests; asks the cache first. A failure of one kernel (even a corrupt cache
 // entry) is reported in its row and the others go on.

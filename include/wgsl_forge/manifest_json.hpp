@@ -27,10 +27,20 @@
 // that parses but is not what serializing its value would write (hand-edited, reordered, extra
 // fields) is an error.
 //
+// Limits, checked before any JSON parser sees the bytes, so that no input can exhaust the stack or
+// the memory of a reader:
+//   - kMaxManifestBytes: a manifest is a few KiB (a certification with every case about 20 KiB),
+//     so a larger input is refused; the cache refuses a larger file from its size, before
+//     reading it. Reading a manifest then takes a small, bounded multiple of its size.
+//   - kMaxManifestNesting: manifests nest arrays and objects at most 5 levels deep, and the JSON
+//     parser and the copies and dumps after it recurse once per level, so an input nested deeper
+//     (counted by a linear scan that skips strings) is refused.
+//
 // Version policy: schema_version is an integer that changes whenever a field is added, removed or
 // changes meaning. Readers accept exactly the versions they know (now only 1) and name any other;
 // an entry of an older version is re-tuned, never reinterpreted.
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -38,6 +48,9 @@
 #include "wgsl_forge/model.hpp"
 
 namespace wgsl_forge {
+
+inline constexpr std::size_t kMaxManifestBytes = std::size_t{16} << 20;
+inline constexpr std::size_t kMaxManifestNesting = 64;
 
 Result<std::string> serialize_manifest(const TuningManifest& manifest);
 Result<std::string> serialize_manifest(const CertificationManifest& manifest);

@@ -22,9 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Manifests are a few KiB; anything far larger in the root is not one of ours.
-constexpr std::size_t kMaxManifestBytes = 64u << 20;
-
 std::string errno_text(int error_number) { return std::strerror(error_number); }
 
 Error io_error(const std::string& what, const fs::path& path, int error_number) {
@@ -84,26 +81,46 @@ int make_directories(FileSystem& files, const fs::path& directory) {
   return errno;
 }
 
+// What a file that is not a regular file is, for the error that refuses it.
+const char* file_type_name(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "of an unknown file type";
+}
+
+Error not_a_regular_file(const fs::path& path, const char* what) {
+  return Error(ErrorKind::kCorruption,
+               "Cache entry " + path.string() + " is " + what + ", not a regular file.");
+}
+
 // Reads a whole file. nullopt when it does not exist; kCorruption when it is not a regular file
-// or is implausibly large; kIo when the system refuses.
+// or is implausibly large; kIo when the system refuses. O_NONBLOCK makes opening a FIFO return at
+// once instead of waiting for a writer (it changes nothing for a regular file), O_NOFOLLOW refuses
+// a symbolic link (ELOOP), and the type is then checked on the opened descriptor, so that nothing
+// swapped in between a check and the open can make a reader block.
 Result<std::optional<std::string>> read_file(FileSystem& files, const fs::path& path) {
-  FileDescriptor fd(files, files.open(path.c_str(), O_RDONLY | O_CLOEXEC, 0));
+  FileDescriptor fd(files,
+                    files.open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW, 0));
   if (fd.get() < 0) {
     if (errno == ENOENT) return std::optional<std::string>();
+    if (errno == ELOOP) return not_a_regular_file(path, "a symbolic link");
     return io_error("open", path, errno);
   }
   struct stat status {};
   if (files.fstat(fd.get(), &status) != 0) return io_error("inspect", path, errno);
-  if (!S_ISREG(status.st_mode)) {
-    return Error(ErrorKind::kCorruption, "Cache entry " + path.string() +
-                                             " is not a regular file (a directory or device?).");
-  }
+  if (!S_ISREG(status.st_mode)) return not_a_regular_file(path, file_type_name(status.st_mode));
+  // The size limit of manifest_json.hpp, checked before reading: a huge file costs no memory.
   if (static_cast<std::uint64_t>(status.st_size) > kMaxManifestBytes) {
-    return Error(ErrorKind::kCorruption, "Cache entry " + path.string() + " is too large (" +
-                                             std::to_string(status.st_size) +
-                                             " bytes) to be a manifest.");
+    return Error(ErrorKind::kCorruption,
+                 "Cache entry " + path.string() + " is too large to be a manifest (" +
+                     std::to_string(status.st_size) + " bytes, the limit is " +
+                     std::to_string(kMaxManifestBytes) + ").");
   }
   std::string bytes;
+  bytes.reserve(static_cast<std::size_t>(status.st_size));
   char buffer[65536];
   while (true) {
     ssize_t count = files.read(fd.get(), buffer, sizeof buffer);
@@ -111,9 +128,10 @@ Result<std::optional<std::string>> read_file(FileSystem& files, const fs::path& 
     if (count < 0) return io_error("read", path, errno);
     if (count == 0) break;
     bytes.append(buffer, static_cast<std::size_t>(count));
-    if (bytes.size() > kMaxManifestBytes) {
-      return Error(ErrorKind::kCorruption,
-                   "Cache entry " + path.string() + " is too large to be a manifest.");
+    if (bytes.size() > kMaxManifestBytes) {  // it grew while being read
+      return Error(ErrorKind::kCorruption, "Cache entry " + path.string() +
+                                               " is too large to be a manifest (more than " +
+                                               std::to_string(kMaxManifestBytes) + " bytes).");
     }
   }
   return std::optional<std::string>(std::move(bytes));
@@ -457,26 +475,44 @@ Result<bool> ManifestCache::remove(ManifestKind kind, std::string_view key) cons
   return true;
 }
 
-Result<std::vector<fs::path>> ManifestCache::remove_stale_temporaries(
-    std::chrono::seconds older_than) const {
-  std::vector<fs::path> removed;
+Result<PruneReport> ManifestCache::remove_stale_temporaries(std::chrono::seconds older_than) const {
+  if (older_than > kLongestTemporaryAge) {
+    return Error(ErrorKind::kInvalidInput,
+                 "Age of a stale temporary file (" + std::to_string(older_than.count()) +
+                     " s) exceeds the longest the file clock can measure (" +
+                     std::to_string(kLongestTemporaryAge.count()) + " s).");
+  }
+  PruneReport report;
   Result<std::vector<fs::directory_entry>> files = files_in(root_);
   if (!files) return std::move(files).error();
   const auto now = fs::file_time_type::clock::now();
   for (const fs::directory_entry& item : *files) {
     if (!is_temporary_name(item.path().filename().string())) continue;
     std::error_code error;
-    fs::file_time_type modified = item.last_write_time(error);
+    const fs::file_status status = item.symlink_status(error);
     if (error) continue;  // gone already: its writer finished or another cleaner removed it
+    if (status.type() != fs::file_type::regular) {
+      report.skipped.push_back(
+          {item.path(),
+           std::string("is ") +
+               (status.type() == fs::file_type::directory ? "a directory" : "not a regular file") +
+               ", not a writer's temporary file"});
+      continue;
+    }
+    fs::file_time_type modified = item.last_write_time(error);
+    if (error) continue;
     if (now - modified < older_than) continue;
     if (files_->unlink(item.path().c_str()) != 0) {
       if (errno == ENOENT) continue;
       return io_error("remove temporary file", item.path(), errno);
     }
-    removed.push_back(item.path());
+    report.removed.push_back(item.path());
   }
-  std::sort(removed.begin(), removed.end());
-  return removed;
+  std::sort(report.removed.begin(), report.removed.end());
+  std::sort(
+      report.skipped.begin(), report.skipped.end(),
+      [](const PruneReport::Skipped& a, const PruneReport::Skipped& b) { return a.path < b.path; });
+  return report;
 }
 
 Result<std::vector<CacheEntry>> ManifestCache::list() const {
@@ -536,7 +572,11 @@ Result<fs::path> resolve_cache_root(const std::optional<fs::path>& explicit_root
     return std::string(value);
   };
   if (auto dir = variable("WGSL_FORGE_CACHE")) return fs::path(*dir);
-  if (auto dir = variable("XDG_CACHE_HOME")) return fs::path(*dir) / "wgsl-forge";
+  // The XDG Base Directory specification: a relative path in XDG_CACHE_HOME is invalid and is
+  // ignored (it would name a different cache from every working directory).
+  if (auto dir = variable("XDG_CACHE_HOME"); dir && fs::path(*dir).is_absolute()) {
+    return fs::path(*dir) / "wgsl-forge";
+  }
   if (auto home = variable("HOME")) return fs::path(*home) / ".cache" / "wgsl-forge";
   return Error(ErrorKind::kInvalidInput,
                "Cannot find a cache directory: none of --cache, WGSL_FORGE_CACHE, XDG_CACHE_HOME "

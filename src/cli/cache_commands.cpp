@@ -101,23 +101,33 @@ int run_verify(const GlobalOptions& options, bool as_json) {
 }
 
 int run_prune(const GlobalOptions& options, std::int64_t older_than_seconds, bool as_json) {
-  if (older_than_seconds < 0) {
-    return report_error(
-        Error(ErrorKind::kInvalidInput, "--older-than must be zero or more seconds, not " +
-                                            std::to_string(older_than_seconds) + "."));
+  const std::int64_t longest = ManifestCache::kLongestTemporaryAge.count();
+  if (older_than_seconds < 0 || older_than_seconds > longest) {
+    return report_error(Error(ErrorKind::kInvalidInput,
+                              "--older-than (" + std::to_string(older_than_seconds) +
+                                  ") must be from 0 to " + std::to_string(longest) +
+                                  " seconds (about 292 years, what the file clock can measure)."));
   }
   Result<ManifestCache> cache = open_cache(options);
   if (!cache) return report_error(cache.error());
-  Result<std::vector<fs::path>> removed =
+  Result<PruneReport> report =
       cache->remove_stale_temporaries(std::chrono::seconds(older_than_seconds));
-  if (!removed) return report_error(removed.error());
+  if (!report) return report_error(report.error());
+  for (const PruneReport::Skipped& skipped : report->skipped) {
+    std::cerr << "wgsl-forge: warning: skipped " << skipped.path.string() << ": " << skipped.reason
+              << "\n";
+  }
   if (as_json) {
-    nlohmann::json paths = nlohmann::json::array();
-    for (const fs::path& path : *removed) paths.push_back(path.string());
-    std::cout << nlohmann::json{{"removed", paths}}.dump(2) << "\n";
+    nlohmann::json removed = nlohmann::json::array();
+    for (const fs::path& path : report->removed) removed.push_back(path.string());
+    nlohmann::json skipped = nlohmann::json::array();
+    for (const PruneReport::Skipped& one : report->skipped) {
+      skipped.push_back({{"path", one.path.string()}, {"reason", one.reason}});
+    }
+    std::cout << nlohmann::json{{"removed", removed}, {"skipped", skipped}}.dump(2) << "\n";
   } else {
-    for (const fs::path& path : *removed) std::cout << "removed " << path.string() << "\n";
-    std::cout << removed->size() << " temporary files older than " << older_than_seconds
+    for (const fs::path& path : report->removed) std::cout << "removed " << path.string() << "\n";
+    std::cout << report->removed.size() << " temporary files older than " << older_than_seconds
               << " s removed from " << cache->root().string() << "\n";
   }
   return kExitOk;

@@ -251,7 +251,9 @@ nlohmann::json row_json(const forge::AutoTuneRow& row) {
 
 int run_auto_tune(const GlobalOptions& options, const TuneArguments& arguments,
                   const std::vector<const kernels::KernelDefinition*>& only) {
-  Result<ManifestCache> cache = open_cache(options, CacheUse::kWrite);
+  // Read-only until it is known that something will be tuned: a cache that holds every kernel
+  // serves a read-only directory.
+  Result<ManifestCache> cache = open_cache(options);
   if (!cache) return report_error(cache.error());
   Result<std::unique_ptr<gpu::Device>> device = open_device(options);
   if (!device) return report_error(device.error());
@@ -273,6 +275,14 @@ int run_auto_tune(const GlobalOptions& options, const TuneArguments& arguments,
   };
   if (arguments.size != 0 && only.size() == 1) {
     tune_options.tune.problem = problem_of_size(*only.front(), arguments.size);
+  }
+  // Proving the cache writable still comes before any GPU work is spent on tuning.
+  const std::vector<const kernels::KernelDefinition*>& requested =
+      only.empty() ? kernels::builtin_kernels() : only;
+  if (std::any_of(requested.begin(), requested.end(), [&](const kernels::KernelDefinition* kernel) {
+        return forge::would_tune(**device, *cache, *kernel, tune_options);
+      })) {
+    if (Status writable = cache->check_writable(); !writable) return report_error(writable.error());
   }
   std::vector<forge::AutoTuneRow> rows;
   if (only.empty()) rows = forge::auto_tune_all(**device, *cache, tune_options);

@@ -2,7 +2,12 @@
 // work itself lives in the library layers (see ARCHITECTURE.md).
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <functional>
+#include <iostream>
+#include <optional>
 #include <string>
 
 #include "adapter_commands.hpp"
@@ -11,6 +16,36 @@
 #include "forge_commands.hpp"
 #include "kernel_commands.hpp"
 #include "wgsl_forge/version.hpp"
+
+namespace {
+
+// Why writing standard output failed, or nullopt when everything written reached it. The errno
+// of a write that failed in the middle of a command is gone by then (the stream keeps only its
+// error flag), so the output is asked once more with one newline: it is incomplete already, and
+// a trailing newline cannot make it look whole.
+std::optional<std::string> output_failure() {
+  errno = 0;
+  std::cout.flush();
+  const bool flushed = std::fflush(stdout) == 0;
+  if (std::cout && flushed && !std::ferror(stdout)) return std::nullopt;
+  if (errno != 0) return std::strerror(errno);
+  std::clearerr(stdout);
+  if (std::fputc('\n', stdout) == EOF || std::fflush(stdout) != 0) {
+    if (errno != 0) return std::strerror(errno);
+  }
+  return "a write to standard output failed";
+}
+
+// A command whose output went nowhere (a full disk, a closed file) has failed, whatever it
+// computed: otherwise a script takes the empty or cut file for the answer.
+int check_output_written(int exit_code) {
+  std::optional<std::string> failure = output_failure();
+  if (!failure) return exit_code;
+  return wgsl_forge::cli::report_error(
+      wgsl_forge::Error(wgsl_forge::ErrorKind::kIo, "Cannot write the output (" + *failure + ")."));
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace wgsl_forge::cli;
@@ -46,12 +81,13 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
-    if (error.get_exit_code() == 0) return app.exit(error);  // --help, --version
+    if (error.get_exit_code() == 0)
+      return check_output_written(app.exit(error));  // --help, --version
     return report_error(wgsl_forge::Error(
         wgsl_forge::ErrorKind::kInvalidInput,
         std::string(error.what()) + " (wgsl-forge --help lists the commands and options)"));
   }
   if (!cache_dir.empty()) options.cache_dir = cache_dir;
   if (!webgpu_library.empty()) options.webgpu_library = webgpu_library;
-  return run ? run() : kExitBadInput;
+  return check_output_written(run ? run() : kExitBadInput);
 }

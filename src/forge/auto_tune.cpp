@@ -37,6 +37,14 @@ Result<std::filesystem::path> store_certification_evidence(const ManifestCache& 
   return cache.path_for(ManifestKind::kCertification, *manifest.cache_key);
 }
 
+bool would_tune(const gpu::Device& device, const ManifestCache& cache,
+                const kernels::KernelDefinition& kernel, const AutoTuneOptions& options) {
+  if (options.retune) return true;
+  Result<std::optional<TuningManifest>> cached =
+      cache.load_tuning_for_topology(device.adapter().topology_hash, kernel.id());
+  return cached && (!cached->has_value() || (*cached)->kernel_revision != kernel.revision());
+}
+
 AutoTuneRow tune_and_store(gpu::Device& device, const ManifestCache& cache,
                            const kernels::KernelDefinition& kernel,
                            const AutoTuneOptions& options) {

@@ -1,5 +1,7 @@
 #include "wgsl_forge/manifest_json.hpp"
 
+#include <algorithm>
+
 #include "json_codec.hpp"
 #include "wgsl_forge/hash.hpp"
 
@@ -49,9 +51,44 @@ Result<std::string> canonical_json(const Schedule& schedule) {
 
 namespace {
 
+// The deepest nesting of arrays and objects in `bytes`, found in one pass that skips strings
+// (a bracket inside a string, or an escaped quote, does not count).
+std::size_t nesting_depth(std::string_view bytes) {
+  std::size_t depth = 0;
+  std::size_t deepest = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    const char c = bytes[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 // Parses bytes into a JSON object and checks the envelope shared by every manifest kind.
 Result<Json> parse_envelope(std::string_view bytes, std::string_view expected_kind,
                             std::uint32_t known_version) {
+  if (bytes.size() > kMaxManifestBytes) {
+    return Error(ErrorKind::kSerialization,
+                 "The manifest is too large (" + std::to_string(bytes.size()) +
+                     " bytes, the limit is " + std::to_string(kMaxManifestBytes) + ").");
+  }
+  if (std::size_t depth = nesting_depth(bytes); depth > kMaxManifestNesting) {
+    return Error(ErrorKind::kSerialization, "The manifest nests arrays and objects too deeply (" +
+                                                std::to_string(depth) + " levels, the limit is " +
+                                                std::to_string(kMaxManifestNesting) + ").");
+  }
   Json document = Json::parse(bytes.begin(), bytes.end(), nullptr, /*allow_exceptions=*/false);
   if (document.is_discarded()) {
     return Error(ErrorKind::kSerialization,

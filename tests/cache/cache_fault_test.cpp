@@ -177,7 +177,7 @@ TEST_F(CacheFaultTest, KilledAtEveryFileOperationLeavesNoEntryOrACompleteOne) {
       ASSERT_TRUE(store_killed_at(root, manifest_, when, k)) << context << ": not killed";
       expect_no_partial_entry(root, context);
       // Its temporary file, if any, is not reported as damage and is pruned once stale.
-      Result<std::vector<fs::path>> pruned =
+      Result<PruneReport> pruned =
           ManifestCache(root).remove_stale_temporaries(std::chrono::seconds(0));
       ASSERT_TRUE(pruned.ok()) << context;
       EXPECT_EQ(temporary_files(root), 0u) << context;
@@ -241,14 +241,60 @@ TEST_F(CacheFaultTest, PruneRemovesOnlyTemporaryFilesOlderThanAnyLiveWriter) {
   set_age(entry, std::chrono::hours(2));
   set_age(live, std::chrono::seconds(10));
 
-  Result<std::vector<fs::path>> pruned = cache.remove_stale_temporaries();
+  Result<PruneReport> pruned = cache.remove_stale_temporaries();
   ASSERT_TRUE(pruned.ok()) << pruned.error().to_string();
-  EXPECT_EQ(*pruned, std::vector<fs::path>{stale});
+  EXPECT_EQ(pruned->removed, std::vector<fs::path>{stale});
+  EXPECT_TRUE(pruned->skipped.empty());
   EXPECT_FALSE(fs::exists(stale));
   EXPECT_TRUE(fs::exists(live));
   EXPECT_TRUE(fs::exists(foreign));
   EXPECT_EQ(cache.load_tuning(manifest_.cache_key).value(), std::optional(manifest_));
-  EXPECT_TRUE(ManifestCache(temp_.path() / "missing").remove_stale_temporaries()->empty());
+  EXPECT_TRUE(ManifestCache(temp_.path() / "missing").remove_stale_temporaries()->removed.empty());
+}
+
+// An age beyond what the file clock can count in nanoseconds (about 292 years) used to wrap
+// around to a negative age, and every temporary file, a live writer's too, counted as stale.
+TEST_F(CacheFaultTest, PruneRefusesAnAgeTheFileClockCannotRepresent) {
+  const fs::path root = fresh_root("prune-overflow");
+  ManifestCache cache(root);
+  cache.store_tuning(manifest_).value();
+  const fs::path live = root / (".tuning-" + manifest_.cache_key + ".4243.0.00ff.tmp");
+  testing::write_text(live, "partial");
+  set_age(live, std::chrono::seconds(10));
+
+  EXPECT_TRUE(cache.remove_stale_temporaries(ManifestCache::kLongestTemporaryAge).ok());
+  EXPECT_TRUE(fs::exists(live));
+  const std::chrono::seconds too_long =
+      ManifestCache::kLongestTemporaryAge + std::chrono::seconds(1);
+  Result<PruneReport> pruned = cache.remove_stale_temporaries(too_long);
+  ASSERT_FALSE(pruned.ok());
+  EXPECT_EQ(pruned.error().kind(), ErrorKind::kInvalidInput);
+  EXPECT_EQ(pruned.error().message(),
+            "Age of a stale temporary file (9223372037 s) exceeds the longest the file clock can "
+            "measure (9223372036 s).");
+  EXPECT_TRUE(fs::exists(live));
+}
+
+// Writers only make regular files; anything else with a temporary name is reported, left alone,
+// and the other files are still pruned.
+TEST_F(CacheFaultTest, PruneSkipsADirectoryNamedLikeATemporaryFileAndGoesOn) {
+  const fs::path root = fresh_root("prune-directory");
+  ManifestCache cache(root);
+  cache.store_tuning(manifest_).value();
+  const fs::path directory = root / (".tuning-" + manifest_.cache_key + ".4244.0.00ff.tmp");
+  const fs::path stale = root / (".tuning-" + manifest_.cache_key + ".4245.0.00ff.tmp");
+  fs::create_directory(directory);
+  testing::write_text(stale, "partial");
+  set_age(directory, std::chrono::hours(2));
+  set_age(stale, std::chrono::hours(2));
+
+  Result<PruneReport> pruned = cache.remove_stale_temporaries();
+  ASSERT_TRUE(pruned.ok()) << pruned.error().to_string();
+  EXPECT_EQ(pruned->removed, std::vector<fs::path>{stale});
+  ASSERT_EQ(pruned->skipped.size(), 1u);
+  EXPECT_EQ(pruned->skipped[0].path, directory);
+  EXPECT_EQ(pruned->skipped[0].reason, "is a directory, not a writer's temporary file");
+  EXPECT_TRUE(fs::is_directory(directory));
 }
 
 // Many threads of one process share a cache object (what a database's start-up does).

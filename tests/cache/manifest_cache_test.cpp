@@ -1,11 +1,15 @@
 #include "wgsl_forge/cache.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <future>
 #include <random>
+#include <thread>
 
 #include "support/seeded_test.hpp"
 #include "support/temp_dir.hpp"
@@ -290,6 +294,105 @@ TEST_F(ManifestCacheTest, CacheRootThatIsAFileIsAClearError) {
             std::string::npos);
 }
 
+// Runs `read` and returns what it returned, or nullopt when it was still blocked on the FIFO at
+// `fifo` after five seconds; a writer then opens and closes the FIFO, so that the blocked read
+// ends and the test fails instead of hanging.
+template <typename Read>
+auto unless_blocked_on(const fs::path& fifo, Read read) -> std::optional<decltype(read())> {
+  std::packaged_task<decltype(read())()> task(read);
+  auto outcome = task.get_future();
+  std::thread reader(std::move(task));
+  const bool finished = outcome.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  if (!finished) {
+    int writer = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    if (writer >= 0) ::close(writer);
+  }
+  reader.join();
+  if (!finished) return std::nullopt;
+  return outcome.get();
+}
+
+TEST_F(ManifestCacheTest, AFifoNamedLikeAnEntryIsRefusedAtOnceByEveryReader) {
+  ManifestCache cache(cache_root());
+  TuningManifest manifest = testing::random_tuning_manifest(random_);
+  fs::create_directories(cache_root());
+  const fs::path fifo = cache.path_for(ManifestKind::kTuning, manifest.cache_key);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  const std::string expected = "Cache entry " + fifo.string() + " is a FIFO, not a regular file.";
+
+  auto loaded = unless_blocked_on(fifo, [&] { return cache.load_tuning(manifest.cache_key); });
+  ASSERT_TRUE(loaded.has_value()) << "load_tuning blocked on a FIFO";
+  ASSERT_FALSE(loaded->ok());
+  EXPECT_EQ(loaded->error().kind(), ErrorKind::kCorruption);
+  EXPECT_EQ(loaded->error().message(), expected);
+
+  auto report = unless_blocked_on(fifo, [&] { return cache.verify(); });
+  ASSERT_TRUE(report.has_value()) << "verify blocked on a FIFO";
+  ASSERT_EQ(report->value().checks.size(), 1u);
+  EXPECT_EQ(report->value().checks[0].health, EntryHealth::kCorrupt);
+  EXPECT_EQ(report->value().checks[0].message, expected);
+
+  auto stored = unless_blocked_on(fifo, [&] { return cache.store_tuning(manifest); });
+  ASSERT_TRUE(stored.has_value()) << "store_tuning blocked on a FIFO";
+  ASSERT_FALSE(stored->ok());
+  EXPECT_EQ(stored->error().kind(), ErrorKind::kCorruption);
+  EXPECT_EQ(cache.list().value().size(), 1u);  // listing reads no file
+}
+
+// A symbolic link is never followed, even to a valid entry: the cache holds only files its writers
+// made, and a link could name anything (a FIFO, a device, another user's file).
+TEST_F(ManifestCacheTest, ASymbolicLinkNamedLikeAnEntryIsRefused) {
+  ManifestCache cache(cache_root());
+  TuningManifest manifest = testing::random_tuning_manifest(random_);
+  const fs::path genuine = cache.store_tuning(manifest).value();
+  const fs::path elsewhere = temp_.path() / "elsewhere.json";
+  fs::rename(genuine, elsewhere);
+  fs::create_symlink(elsewhere, genuine);
+
+  Result<std::optional<TuningManifest>> loaded = cache.load_tuning(manifest.cache_key);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.error().kind(), ErrorKind::kCorruption);
+  EXPECT_EQ(loaded.error().message(),
+            "Cache entry " + genuine.string() + " is a symbolic link, not a regular file.");
+  VerifyReport report = cache.verify().value();
+  ASSERT_EQ(report.checks.size(), 1u);
+  EXPECT_EQ(report.checks[0].health, EntryHealth::kCorrupt);
+}
+
+// A 200 KB entry with one field nested 100,000 levels deep overflowed the stack of every reader.
+TEST_F(ManifestCacheTest, AnEntryNestedTooDeeplyIsCorruptionNotACrash) {
+  ManifestCache cache(cache_root());
+  TuningManifest manifest = testing::random_tuning_manifest(random_);
+  const fs::path path = cache.store_tuning(manifest).value();
+  constexpr std::size_t kDepth = 100000;
+  write_text(path, "{\"deep\": " + std::string(kDepth, '[') + std::string(kDepth, ']') + "," +
+                       read_text(path).substr(1));
+
+  Result<std::optional<TuningManifest>> loaded = cache.load_tuning(manifest.cache_key);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.error().kind(), ErrorKind::kCorruption);
+  EXPECT_NE(loaded.error().message().find("(100001 levels, the limit is 64)"), std::string::npos)
+      << loaded.error().message();
+  VerifyReport report = cache.verify().value();
+  ASSERT_EQ(report.checks.size(), 1u);
+  EXPECT_EQ(report.checks[0].health, EntryHealth::kCorrupt);
+}
+
+// An entry larger than kMaxManifestBytes is refused from its size (fstat), before reading it.
+TEST_F(ManifestCacheTest, AnEntryLargerThanTheLimitIsRefusedWithoutReadingIt) {
+  ManifestCache cache(cache_root());
+  TuningManifest manifest = testing::random_tuning_manifest(random_);
+  const fs::path path = cache.store_tuning(manifest).value();
+  fs::resize_file(path, kMaxManifestBytes + 1);  // sparse: no disk space, no memory
+
+  Result<std::optional<TuningManifest>> loaded = cache.load_tuning(manifest.cache_key);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.error().kind(), ErrorKind::kCorruption);
+  EXPECT_EQ(loaded.error().message(), "Cache entry " + path.string() +
+                                          " is too large to be a manifest (16777217 bytes, the "
+                                          "limit is 16777216).");
+}
+
 // Starts `writers` processes that each store manifest_for(i) at the same moment; returns the
 // exit code of each (0 stored, 1 collision, 2 anything else).
 std::vector<int> store_concurrently(const fs::path& root, int writers,
@@ -379,6 +482,15 @@ TEST_F(CacheRootResolutionTest, FlagThenVariablesThenHome) {
   ::setenv("WGSL_FORGE_CACHE", "/forge", 1);
   EXPECT_EQ(resolve_cache_root(std::nullopt).value(), fs::path("/forge"));
   EXPECT_EQ(resolve_cache_root(fs::path("/flag")).value(), fs::path("/flag"));
+}
+
+TEST_F(CacheRootResolutionTest, ARelativeXdgCacheHomeIsIgnored) {
+  ::setenv("HOME", "/home/u", 1);
+  for (const char* relative : {"cache", "./cache", "../cache", "~/.cache"}) {
+    ::setenv("XDG_CACHE_HOME", relative, 1);
+    EXPECT_EQ(resolve_cache_root(std::nullopt).value(), fs::path("/home/u/.cache/wgsl-forge"))
+        << relative;
+  }
 }
 
 }  // namespace

@@ -28,8 +28,8 @@ struct CommandResult {
   std::string output;  // stdout and stderr together
 };
 
-CommandResult run_cli(const std::string& arguments) {
-  const std::string command = std::string(WGSL_FORGE_CLI_PATH) + " " + arguments + " 2>&1";
+// Runs a shell command line and captures what it writes to its standard output.
+CommandResult run_shell(const std::string& command) {
   FILE* pipe = ::popen(command.c_str(), "r");
   CommandResult result;
   if (pipe == nullptr) return result;
@@ -39,6 +39,16 @@ CommandResult run_cli(const std::string& arguments) {
   int status = ::pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
+}
+
+CommandResult run_cli(const std::string& arguments) {
+  return run_shell(std::string(WGSL_FORGE_CLI_PATH) + " " + arguments + " 2>&1");
+}
+
+// The CLI with its standard output on /dev/full, where every write fails with ENOSPC; the result
+// holds what it wrote to stderr.
+CommandResult run_cli_onto_a_full_disk(const std::string& arguments) {
+  return run_shell(std::string(WGSL_FORGE_CLI_PATH) + " " + arguments + " 2>&1 >/dev/full");
 }
 
 std::string replace_once(std::string text, const std::string& from, const std::string& to) {
@@ -257,7 +267,9 @@ TEST_F(ForgeCliTest, BadInputEverywhereIsOneClearLineAndExitCode2Or3) {
       {"generate no_such_kernel", 2, "Unknown kernel 'no_such_kernel'"},
       {"tune affine_f32 --budget 0", 2, "--budget"},
       {"cache show 1234", 2, "is not exactly 64 hexadecimal characters"},
-      {"cache prune --older-than -1", 2, "--older-than must be zero or more seconds"},
+      {"cache prune --older-than -1", 2, "--older-than (-1) must be from 0 to 9223372036 seconds"},
+      {"cache prune --older-than 9300000000", 2,
+       "--older-than (9300000000) must be from 0 to 9223372036 seconds"},
       {"--webgpu-lib " + (temp_.path() / "libmissing.so").string() + " certify affine_f32", 2,
        "libmissing.so (from --webgpu-lib) does not exist"},
       {"--webgpu-lib " + write("libnot.so", "not a library").string() + " adapters", 3,
@@ -346,6 +358,54 @@ TEST(TuneTest, TimesTheStartingPointsRightAfterTheDefault) {
 // Sixteen tuners of one kernel started together into one cache (two databases starting on one
 // machine, many times over): one stores its result, the others find it or lose the race with a
 // collision error; nothing is half-written and `cache verify` is clean.
+TEST_F(ForgeCliTest, EveryCommandWhoseOutputCannotBeWrittenExits3WithOneLine) {
+  ASSERT_EQ(run_cli("tune affine_f32 --budget 1 --size 5000 " + cache_flag()).exit_code, 0);
+  const std::string key =
+      nlohmann::json::parse(run_cli("cache list --json " + cache_flag()).output)[0]["key"];
+  for (const std::string& arguments : std::vector<std::string>{
+           "generate affine_f32", "generate affine_f32 --offline", "kernels",
+           "info " + cache_flag(), "auto-tune-all affine_f32 " + cache_flag(),
+           "cache list --json " + cache_flag(), "cache show " + key + " " + cache_flag(),
+           "cache verify " + cache_flag(), "cache prune " + cache_flag(), "adapters --json",
+           "--help"}) {
+    CommandResult result = run_cli_onto_a_full_disk(arguments);
+    EXPECT_EQ(result.exit_code, 3) << arguments << ": " << result.output;
+    EXPECT_EQ(result.output,
+              "wgsl-forge: error: Cannot write the output (No space left on device).\n")
+        << arguments;
+  }
+}
+
+// Tests run as root, where permission bits stop no write, so the cache is made read-only the way
+// a read-only medium is: a read-only bind mount in a private mount namespace (unshare -rm). Each
+// run first proves that writing there fails (touch: "Read-only file system").
+TEST_F(ForgeCliTest, CommandsThatOnlyReadServeAReadOnlyCache) {
+  if (std::system("unshare -rm true 2>/dev/null") != 0) {
+    GTEST_SKIP() << "unshare -rm is not permitted here: no read-only mount to test with";
+  }
+  ASSERT_EQ(run_cli("auto-tune-all affine_f32 --budget 1 " + cache_flag()).exit_code, 0);
+  const std::string cache = (temp_.path() / "cache").string();
+  auto on_read_only_cache = [&](const std::string& arguments) {
+    return run_shell("unshare -rm sh -c 'mount --bind " + cache + " " + cache +
+                     " && mount -o remount,bind,ro " + cache + " && { touch " + cache +
+                     "/probe || true; } && exec " + WGSL_FORGE_CLI_PATH + " " + arguments +
+                     " --cache " + cache + "' 2>&1");
+  };
+  for (const std::string arguments : {"auto-tune-all affine_f32", "cache verify"}) {
+    CommandResult result = on_read_only_cache(arguments);
+    EXPECT_NE(result.output.find("Read-only file system"), std::string::npos) << result.output;
+    EXPECT_EQ(result.exit_code, 0) << arguments << "\n" << result.output;
+  }
+  EXPECT_NE(
+      on_read_only_cache("auto-tune-all affine_f32").output.find("affine_f32            cached"),
+      std::string::npos);
+  // A kernel that would be tuned still fails before any GPU work, naming the directory.
+  CommandResult untuned = on_read_only_cache("auto-tune-all gather_f32 --budget 1");
+  EXPECT_EQ(untuned.exit_code, 3) << untuned.output;
+  EXPECT_NE(untuned.output.find("Cannot write in the cache directory " + cache), std::string::npos)
+      << untuned.output;
+}
+
 TEST_F(ForgeCliTest, SixteenConcurrentTunersLeaveOneWinnerAndACleanCache) {
   constexpr int kTuners = 16;
   std::string script;

@@ -223,6 +223,41 @@ TEST(ManifestJsonTest, NonJsonAndNonObjectsAreErrors) {
             "Field 'the manifest' is not a JSON object.");
 }
 
+// A manifest with one extra field nested `depth` levels deep, about 2 * depth bytes: before the
+// nesting limit, 100,000 levels overflowed the stack of every reader (the parser accepts it, then
+// the recursive copy and dump of the document crash).
+std::string deeply_nested_manifest(std::size_t depth) {
+  std::string bytes = serialize_manifest(full_tuning_manifest()).value();
+  return "{\"deep\": " + std::string(depth, '[') + std::string(depth, ']') + "," + bytes.substr(1);
+}
+
+TEST(ManifestJsonTest, InputsNestedDeeperThanTheLimitAreRefusedBeforeParsing) {
+  const std::string deep = deeply_nested_manifest(100000);
+  Result<TuningManifest> tuning = parse_tuning_manifest(deep);
+  ASSERT_FALSE(tuning.ok());
+  EXPECT_EQ(tuning.error().kind(), ErrorKind::kSerialization);
+  EXPECT_EQ(tuning.error().message(),
+            "The manifest nests arrays and objects too deeply (100001 levels, the limit is 64).");
+  EXPECT_FALSE(parse_certification_manifest(deep).ok());
+
+  // At the limit the input reaches the parser (and is refused for its extra field); brackets
+  // inside strings, and escaped quotes before them, do not count.
+  std::string at_limit = deeply_nested_manifest(kMaxManifestNesting - 1);
+  EXPECT_EQ(parse_tuning_manifest(at_limit).error().message().find("deeply"), std::string::npos)
+      << parse_tuning_manifest(at_limit).error().message();
+  std::string in_strings = "{\"s\": \"\\\"" + std::string(1000, '[') + "\"}";
+  EXPECT_EQ(parse_tuning_manifest(in_strings).error().message().find("deeply"), std::string::npos)
+      << parse_tuning_manifest(in_strings).error().message();
+}
+
+TEST(ManifestJsonTest, InputsLargerThanTheLimitAreRefusedBeforeParsing) {
+  const std::string large(kMaxManifestBytes + 1, ' ');
+  Result<TuningManifest> tuning = parse_tuning_manifest(large);
+  ASSERT_FALSE(tuning.ok());
+  EXPECT_EQ(tuning.error().message(), "The manifest is too large (16777217 bytes, the limit is " +
+                                          std::to_string(kMaxManifestBytes) + ").");
+}
+
 TEST(ManifestJsonTest, ValidJsonNotInCanonicalFormIsRejected) {
   json document = json::parse(serialize_manifest(full_tuning_manifest()).value());
   Result<TuningManifest> parsed = parse_tuning_manifest(document.dump(4));
