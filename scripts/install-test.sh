@@ -12,8 +12,9 @@
 #
 #   scripts/install-test.sh        needs what scripts/setup.sh installs (Dawn in node_modules)
 #
-# The build stays in build/install-test (or $WGSL_FORGE_INSTALL_TEST_BUILD), so a second run only
-# rebuilds what changed; everything else is in a temporary directory removed at exit.
+# The build stays in build/install-test, so a second run only rebuilds what changed; a configured
+# build named by $WGSL_FORGE_INSTALL_TEST_BUILD (CI: build/ci) is installed as it is, which saves
+# CI a second build. Everything else is in a temporary directory removed at exit.
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${WGSL_FORGE_INSTALL_TEST_BUILD:-$repo_root/build/install-test}"
@@ -28,10 +29,15 @@ unset WGSL_FORGE_WEBGPU_LIB
 export WGSL_FORGE_CACHE="$work/cache"
 started=$SECONDS
 
-log "configuring and building $build_dir (Release, no tests, -j$jobs)"
-cmake -S "$repo_root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DWGSL_FORGE_BUILD_TESTS=OFF >"$work/configure.log" 2>&1 ||
-  { cat "$work/configure.log" >&2; fail "configuring $build_dir"; }
+if [ -f "$build_dir/CMakeCache.txt" ] && [ -n "${WGSL_FORGE_INSTALL_TEST_BUILD:-}" ]; then
+  # A build that is already configured (CI passes the ci preset's): installed as it is.
+  log "building $build_dir as configured (-j$jobs)"
+else
+  log "configuring and building $build_dir (Release, no tests, -j$jobs)"
+  cmake -S "$repo_root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DWGSL_FORGE_BUILD_TESTS=OFF >"$work/configure.log" 2>&1 ||
+    { cat "$work/configure.log" >&2; fail "configuring $build_dir"; }
+fi
 cmake --build "$build_dir" -j "$jobs" --target wgsl_forge_shared wgsl-forge ||
   fail "building the library and the tool"
 
