@@ -53,6 +53,9 @@ class BoundPlan {
  public:
   const kernels::DispatchPlan& plan() const { return plan_; }
   const std::vector<gpu::DispatchStep>& steps() const { return steps_; }
+  // The buffer bound as `name`. For a caller's buffer this is the caller's object, which must
+  // still exist: the bind groups keep the WebGPU buffer alive, not the gpu::Buffer (the typed
+  // primitives keep bound plans across calls and never ask for a caller's buffer).
   const gpu::Buffer& buffer(const std::string& name) const;
   // Where buffer `name` starts in buffer(name): the caller's offset, or 0.
   std::uint64_t offset(const std::string& name) const;

@@ -93,6 +93,7 @@ int wf_tune_kernel(wf_context* context, const char* kernel_id, uint32_t budget, 
  * finishes and submits, keeping the batch until that work has completed. */
 int wf_batch_begin(wf_context* context, void* wgpu_command_encoder, wf_batch** out);
 int wf_batch_submit(wf_batch* batch); /* runs and waits; the batch can then only be destroyed */
+/* Destroy every batch of a context before the context itself. */
 void wf_batch_destroy(wf_batch* batch);
 
 /* Primitives on device columns: `batch` NULL runs and waits; otherwise the call is recorded. */
