@@ -145,6 +145,8 @@ class Primitives {
   // Binds, then runs and waits (null batch) or records.
   Status dispatch(std::string_view kernel_id, const kernels::Problem& problem,
                   const Buffers& buffers, Batch* batch);
+  // A reduction of x[0, n) by `kernel_id`, run and waited for, its f32 result read back.
+  Result<float> reduce_f32(std::string_view kernel_id, F32Column x, std::uint64_t n);
   // Runs and waits, then reads one 4-byte word of output `name`.
   Result<std::uint32_t> dispatch_and_read(std::string_view kernel_id,
                                           const kernels::Problem& problem, Buffers buffers,

@@ -235,11 +235,15 @@ float as_float(std::uint32_t bits) {
 
 }  // namespace
 
-Result<float> Primitives::sum_f32(F32Column x, std::uint64_t n) {
+Result<float> Primitives::reduce_f32(std::string_view kernel_id, F32Column x, std::uint64_t n) {
   Result<std::uint32_t> bits =
-      dispatch_and_read("reduce_sum_f32", elements(n), {{"x", slice(x)}}, "result");
+      dispatch_and_read(kernel_id, elements(n), {{"x", slice(x)}}, "result");
   if (!bits) return std::move(bits).error();
   return as_float(*bits);
+}
+
+Result<float> Primitives::sum_f32(F32Column x, std::uint64_t n) {
+  return reduce_f32("reduce_sum_f32", x, n);
 }
 
 Status Primitives::sum_f32(Batch& batch, F32Column x, std::uint64_t n, F32Column result) {
@@ -248,10 +252,7 @@ Status Primitives::sum_f32(Batch& batch, F32Column x, std::uint64_t n, F32Column
 }
 
 Result<float> Primitives::min_f32(F32Column x, std::uint64_t n) {
-  Result<std::uint32_t> bits =
-      dispatch_and_read("reduce_min_f32", elements(n), {{"x", slice(x)}}, "result");
-  if (!bits) return std::move(bits).error();
-  return as_float(*bits);
+  return reduce_f32("reduce_min_f32", x, n);
 }
 
 Status Primitives::min_f32(Batch& batch, F32Column x, std::uint64_t n, F32Column result) {
@@ -260,10 +261,7 @@ Status Primitives::min_f32(Batch& batch, F32Column x, std::uint64_t n, F32Column
 }
 
 Result<float> Primitives::max_f32(F32Column x, std::uint64_t n) {
-  Result<std::uint32_t> bits =
-      dispatch_and_read("reduce_max_f32", elements(n), {{"x", slice(x)}}, "result");
-  if (!bits) return std::move(bits).error();
-  return as_float(*bits);
+  return reduce_f32("reduce_max_f32", x, n);
 }
 
 Status Primitives::max_f32(Batch& batch, F32Column x, std::uint64_t n, F32Column result) {

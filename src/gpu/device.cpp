@@ -353,20 +353,34 @@ std::string adapter_info_json(const AdapterInfo& info) {
 Device::Device(std::shared_ptr<DeviceState> state) : state_(std::move(state)) {}
 Device::~Device() = default;
 
-Result<std::unique_ptr<Device>> Device::open(const RuntimeOptions& options) {
-  Result<std::filesystem::path> path = resolve_webgpu_library(options.library_path);
+namespace {
+
+// The state of a device on the webgpu.h library that `library_path` resolves to; no handles yet.
+Result<std::shared_ptr<DeviceState>> state_on_library(
+    const std::optional<std::filesystem::path>& library_path,
+    std::chrono::milliseconds wait_timeout) {
+  Result<std::filesystem::path> path = resolve_webgpu_library(library_path);
   if (!path) return std::move(path).error();
   Result<std::shared_ptr<const WebGpuLibrary>> library = WebGpuLibrary::load(*path);
   if (!library) return std::move(library).error();
-
   auto state = std::make_shared<DeviceState>();
   state->library = *library;
   state->api = &(*library)->functions();
-  state->wait_timeout = options.wait_timeout;
+  state->wait_timeout = wait_timeout;
+  return state;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Device>> Device::open(const RuntimeOptions& options) {
+  Result<std::shared_ptr<DeviceState>> created =
+      state_on_library(options.library_path, options.wait_timeout);
+  if (!created) return std::move(created).error();
+  std::shared_ptr<DeviceState> state = std::move(created).value();
   state->instance = state->api->CreateInstance(nullptr);
   if (state->instance == nullptr) {
-    return Error(ErrorKind::kRuntime,
-                 "The WebGPU library " + path->string() + " could not create an instance.");
+    return Error(ErrorKind::kRuntime, "The WebGPU library " + state->library->path().string() +
+                                          " could not create an instance.");
   }
   Result<WGPUAdapter> adapter = request_adapter(*state, options);
   if (!adapter) return std::move(adapter).error();
@@ -385,15 +399,10 @@ Result<std::unique_ptr<Device>> Device::adopt(const ExternalDevice& external) {
     return Error(ErrorKind::kInvalidInput,
                  "The program's WebGPU " + std::string(missing) + " is null (adopting a device).");
   }
-  Result<std::filesystem::path> path = resolve_webgpu_library(external.library_path);
-  if (!path) return std::move(path).error();
-  Result<std::shared_ptr<const WebGpuLibrary>> library = WebGpuLibrary::load(*path);
-  if (!library) return std::move(library).error();
-
-  auto state = std::make_shared<DeviceState>();
-  state->library = *library;
-  state->api = &(*library)->functions();
-  state->wait_timeout = external.wait_timeout;
+  Result<std::shared_ptr<DeviceState>> created =
+      state_on_library(external.library_path, external.wait_timeout);
+  if (!created) return std::move(created).error();
+  std::shared_ptr<DeviceState> state = std::move(created).value();
   state->adopted = true;
   state->instance = static_cast<WGPUInstance>(external.instance);
   state->adapter = static_cast<WGPUAdapter>(external.adapter);
