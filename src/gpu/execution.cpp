@@ -428,6 +428,9 @@ struct TimestampSpan {
 };
 
 // Encodes `repetitions` back-to-back executions of `steps`, one compute pass per step.
+// A step of no workgroups (a pass of a plan whose size is 0) is not dispatched: it would do
+// nothing, and leaving it out keeps the driver off a degenerate path (its pass stays, so that
+// the timestamps still have a pass to be written in).
 void encode_steps(const WebGpuFunctions& api, WGPUCommandEncoder encoder,
                   std::span<const DispatchStep> steps, std::uint32_t repetitions,
                   const std::optional<TimestampSpan>& span) {
@@ -448,7 +451,9 @@ void encode_steps(const WebGpuFunctions& api, WGPUCommandEncoder encoder,
                                       static_cast<WGPUComputePipeline>(step.pipeline->handle()));
     api.ComputePassEncoderSetBindGroup(
         pass, 0, static_cast<WGPUBindGroup>(step.bind_group->handle()), 0, nullptr);
-    api.ComputePassEncoderDispatchWorkgroups(pass, step.grid.x, step.grid.y, step.grid.z);
+    if (step.grid.count() != 0) {
+      api.ComputePassEncoderDispatchWorkgroups(pass, step.grid.x, step.grid.y, step.grid.z);
+    }
     api.ComputePassEncoderEnd(pass);
     api.ComputePassEncoderRelease(pass);
   }
@@ -456,12 +461,14 @@ void encode_steps(const WebGpuFunctions& api, WGPUCommandEncoder encoder,
 
 // Encodes the steps as dispatches of one compute pass: WebGPU makes each dispatch's writes
 // visible to the next, and one pass costs the host a fraction of a pass per step.
+// Steps of no workgroups are left out, as in encode_steps.
 void encode_one_pass(const WebGpuFunctions& api, WGPUCommandEncoder encoder,
                      std::span<const DispatchStep> steps) {
   WGPUComputePassDescriptor descriptor{};
   WGPUComputePassEncoder pass = api.CommandEncoderBeginComputePass(encoder, &descriptor);
   const ComputePipeline* current = nullptr;
   for (const DispatchStep& step : steps) {
+    if (step.grid.count() == 0) continue;
     if (step.pipeline != current) {
       api.ComputePassEncoderSetPipeline(pass,
                                         static_cast<WGPUComputePipeline>(step.pipeline->handle()));
