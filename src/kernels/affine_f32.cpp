@@ -26,6 +26,26 @@ const KnobSpec kVectorWidth{"vector_width", "floats per load and store", {1, 2, 
 const KnobSpec kItemsPerInvocation{
     "items_per_invocation", "vectors per invocation", {1, 2, 4, 8}, 1};
 
+const char* const kParamsWgsl = R"(
+struct Params { vectors: u32, a: f32, b: f32 }
+)";
+
+// Invocation `local` of a workgroup takes vectors first, first + WG, ..., so that consecutive
+// invocations touch consecutive vectors.
+const char* const kAffineWgsl = R"(
+@compute @workgroup_size(WG)
+fn affine(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+          @builtin(local_invocation_index) local: u32) {
+  let first = linear_workgroup(group, groups) * (WG * ITEMS) + local;
+  for (var item = 0u; item < ITEMS; item++) {
+    let i = first + item * WG;
+    if (i < params.vectors) {
+      y[i] = params.a * x[i] + params.b;
+    }
+  }
+}
+)";
+
 class AffineF32 final : public KernelDefinition {
   // Whole vec4s: a schedule of vector_width 4 reads and writes the padding lanes.
   static constexpr const char* kSizeRule = kVec4SizeRule;
@@ -53,32 +73,12 @@ class AffineF32 final : public KernelDefinition {
   std::vector<std::string> entry_points(const Schedule&) const override { return {"affine"}; }
 
   std::string generate_wgsl(const Schedule& schedule) const override {
-    const std::string wg = std::to_string(knob(schedule, kWorkgroupSize));
-    const std::string items = std::to_string(knob(schedule, kItemsPerInvocation));
-    return std::string(kLinearWorkgroupWgsl) +
-           "\nstruct Params { vectors: u32, a: f32, b: f32 }\n" +
-           binding_declarations(wgsl_bindings(schedule)) +
-           "\n"
-           "@compute @workgroup_size(" +
-           wg +
-           ")\n"
-           "fn affine(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: "
-           "vec3u,\n"
-           "          @builtin(local_invocation_index) local: u32) {\n"
-           "  let first = linear_workgroup(group, groups) * (" +
-           wg + "u * " + items +
-           "u) + local;\n"
-           "  for (var item = 0u; item < " +
-           items +
-           "u; item++) {\n"
-           "    let i = first + item * " +
-           wg +
-           "u;\n"
-           "    if (i < params.vectors) {\n"
-           "      y[i] = params.a * x[i] + params.b;\n"
-           "    }\n"
-           "  }\n"
-           "}\n";
+    return std::string(kLinearWorkgroupWgsl) + kParamsWgsl +
+           binding_declarations(wgsl_bindings(schedule)) + "\n" +
+           constant_declarations(
+               {{"WG", knob(schedule, kWorkgroupSize), "invocations per workgroup"},
+                {"ITEMS", knob(schedule, kItemsPerInvocation), "vectors per invocation"}}) +
+           kAffineWgsl;
   }
 
   Result<DispatchPlan> plan(const Schedule& schedule, const Problem& problem,

@@ -438,7 +438,7 @@ std::string chained_scan_wgsl(const ChainedScanShape& shape, const std::string& 
       shape.subgroups ? "enable subgroups;\ndiagnostic(off, subgroup_uniformity);\n" : "";
   // The workgroup scan serves the blocked tile and the three-pass spine.
   const std::string workgroup_scan =
-      !shape.subgroups || shape.passes == 3 ? workgroup_scan_wgsl(shape.workgroup_size) + "\n" : "";
+      !shape.subgroups || shape.passes == 3 ? std::string(kWorkgroupScanWgsl) + "\n" : "";
   const std::string chain_word =
       shape.passes == 3 ? "alias ChainWord = u32;\n" : "alias ChainWord = atomic<u32>;\n";
   return header + kLinearWorkgroupWgsl + "\n" + chain_word + declarations + "\n" +

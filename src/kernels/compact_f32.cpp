@@ -50,6 +50,22 @@ KeptKeys kept_keys(float threshold) {
   return {key + 1, key < kInfinityKey ? kInfinityKey - key : 0};
 }
 
+const char* const kParamsWgsl =
+    R"(struct Params { n: u32, tiles: u32, keep_low: u32, keep_span: u32 }
+)";
+
+// The chained scan's items: 1 for a kept value (see kept_keys), computed without a branch.
+const char* const kKeepWgsl = R"(
+const PAD: u32 = 0x7fffffffu;  // a NaN, never kept
+fn scan_items(raw: vec4u) -> vec4u {
+  let key = raw ^ (bitcast<vec4u>(bitcast<vec4i>(raw) >> vec4u(31u)) | vec4u(0x80000000u));
+  return select(vec4u(0u), vec4u(1u), key - vec4u(params.keep_low) < vec4u(params.keep_span));
+}
+)";
+
+const char* const kCountWgsl = R"(fn scan_total(total: u32) { count[0] = total; }
+)";
+
 // The tile's kept values gather in workgroup memory before the look-back (offsets within the
 // tile), so that they go out in coalesced stores after it.
 const char* const kStagedStoreWgsl =
@@ -153,18 +169,8 @@ class CompactF32 final : public KernelDefinition {
   std::string generate_wgsl(const Schedule& schedule) const override {
     return chained_scan_wgsl(
         shape(schedule),
-        "struct Params { n: u32, tiles: u32, keep_low: u32, keep_span: u32 }\n" +
-            binding_declarations(wgsl_bindings(schedule)) +
-            "\n"
-            "const PAD: u32 = 0x7fffffffu;  // a NaN, never kept\n"
-            "fn scan_items(raw: vec4u) -> vec4u {  // no branch: see scan_items\n"
-            "  let key = raw ^ (bitcast<vec4u>(bitcast<vec4i>(raw) >> vec4u(31u)) | "
-            "vec4u(0x80000000u));\n"
-            "  return select(vec4u(0u), vec4u(1u), key - vec4u(params.keep_low) < "
-            "vec4u(params.keep_span));\n"
-            "}\n" +
-            std::string(knob(schedule, kStageKept) == 1 ? kStagedStoreWgsl : kDirectStoreWgsl) +
-            "fn scan_total(total: u32) { count[0] = total; }\n");
+        std::string(kParamsWgsl) + binding_declarations(wgsl_bindings(schedule)) + kKeepWgsl +
+            (knob(schedule, kStageKept) == 1 ? kStagedStoreWgsl : kDirectStoreWgsl) + kCountWgsl);
   }
 
   Result<DispatchPlan> plan(const Schedule& schedule, const Problem& problem,

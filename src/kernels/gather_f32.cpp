@@ -19,6 +19,29 @@ const KnobSpec kWorkgroupSize{
 const KnobSpec kItemsPerInvocation{
     "items_per_invocation", "elements per invocation", {1, 2, 4, 8}, 1};
 
+const char* const kParamsWgsl = R"(
+struct Params { n: u32, source_length: u32 }
+)";
+
+// Invocation `local` of a workgroup writes outputs first, first + WG, ...; an index past the
+// source reads as 0.
+const char* const kGatherWgsl = R"(
+@compute @workgroup_size(WG)
+fn gather(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+          @builtin(local_invocation_index) local: u32) {
+  let first = linear_workgroup(group, groups) * (WG * ITEMS) + local;
+  for (var item = 0u; item < ITEMS; item++) {
+    let i = first + item * WG;
+    if (i < params.n) {
+      let j = idx[i];
+      var value = 0u;
+      if (j < params.source_length) { value = x[j]; }
+      y[i] = value;
+    }
+  }
+}
+)";
+
 class GatherF32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "gather_f32"; }
@@ -44,34 +67,12 @@ class GatherF32 final : public KernelDefinition {
   std::vector<std::string> entry_points(const Schedule&) const override { return {"gather"}; }
 
   std::string generate_wgsl(const Schedule& schedule) const override {
-    const std::string wg = std::to_string(knob(schedule, kWorkgroupSize));
-    const std::string items = std::to_string(knob(schedule, kItemsPerInvocation));
-    return std::string(kLinearWorkgroupWgsl) + "\nstruct Params { n: u32, source_length: u32 }\n" +
-           binding_declarations(wgsl_bindings(schedule)) +
-           "\n"
-           "@compute @workgroup_size(" +
-           wg +
-           ")\n"
-           "fn gather(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: "
-           "vec3u,\n"
-           "          @builtin(local_invocation_index) local: u32) {\n"
-           "  let first = linear_workgroup(group, groups) * (" +
-           wg + "u * " + items +
-           "u) + local;\n"
-           "  for (var item = 0u; item < " +
-           items +
-           "u; item++) {\n"
-           "    let i = first + item * " +
-           wg +
-           "u;\n"
-           "    if (i < params.n) {\n"
-           "      let j = idx[i];\n"
-           "      var value = 0u;\n"
-           "      if (j < params.source_length) { value = x[j]; }\n"
-           "      y[i] = value;\n"
-           "    }\n"
-           "  }\n"
-           "}\n";
+    return std::string(kLinearWorkgroupWgsl) + kParamsWgsl +
+           binding_declarations(wgsl_bindings(schedule)) + "\n" +
+           constant_declarations(
+               {{"WG", knob(schedule, kWorkgroupSize), "invocations per workgroup"},
+                {"ITEMS", knob(schedule, kItemsPerInvocation), "outputs per invocation"}}) +
+           kGatherWgsl;
   }
 
   Result<DispatchPlan> plan(const Schedule& schedule, const Problem& problem,

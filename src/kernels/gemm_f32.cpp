@@ -185,139 +185,165 @@ class GemmF32 final : public KernelDefinition {
   }
 };
 
+const char* const kParamsWgsl = R"(
+struct Params { m: u32, n: u32, k: u32, tiles_n: u32 }
+)";
+
+// The staged tiles ([depth][row / 4] of A, [depth][column / 4] of B), their loads and the
+// stores of C. A is read along its rows (consecutive depths), B along its rows (consecutive
+// columns): both coalesced.
+const char* const kTilesWgsl = R"(
+var<workgroup> tile_a: array<array<vec4f, TILE_M / 4u>, TILE_K>;
+var<workgroup> tile_b: array<array<vec4f, TILE_N / 4u>, TILE_K>;
+
+fn load_a(row0: u32, k0: u32, e: u32) -> f32 {
+  let r = row0 + e / TILE_K;
+  let d = k0 + e % TILE_K;
+  if (r < params.m && d < params.k) { return a[r * params.k + d]; }
+  return 0.0;
+}
+fn load_b(col0: u32, k0: u32, e: u32) -> f32 {
+  let d = k0 + e / TILE_N;
+  let col = col0 + e % TILE_N;
+  if (d < params.k && col < params.n) { return b[d * params.n + col]; }
+  return 0.0;
+}
+fn store_row(r: u32, col: u32, values: vec4f) {
+  if (r >= params.m) { return; }
+  for (var j = 0u; j < 4u; j++) {
+    if (col + j < params.n) { c[r * params.n + col + j] = values[j]; }
+  }
+}
+)";
+
+// The entry point up to the inner product of one depth step `d`, which the generator unrolls.
+const char* const kGemmHeadWgsl = R"(
+@compute @workgroup_size(INVOCATIONS)
+fn gemm(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+        @builtin(local_invocation_index) local: u32) {
+  let tile = linear_workgroup(group, groups);
+  let row0 = (tile / params.tiles_n) * TILE_M;
+  let col0 = (tile % params.tiles_n) * TILE_N;
+  let ty = local / CT;
+  let tx = local % CT;
+  var acc = array<vec4f, ACCUMULATORS>();
+  var next_a = array<f32, A_LOADS>();
+  var next_b = array<f32, B_LOADS>();
+  for (var s = 0u; s < A_LOADS; s++) { next_a[s] = load_a(row0, 0u, local + s * INVOCATIONS); }
+  for (var s = 0u; s < B_LOADS; s++) { next_b[s] = load_b(col0, 0u, local + s * INVOCATIONS); }
+  for (var k0 = 0u; k0 < params.k; k0 += TILE_K) {
+    for (var s = 0u; s < A_LOADS; s++) {
+      let e = local + s * INVOCATIONS;
+      let r = e / TILE_K;
+      tile_a[e % TILE_K][r / 4u][r % 4u] = next_a[s];
+    }
+    for (var s = 0u; s < B_LOADS; s++) {
+      let e = local + s * INVOCATIONS;
+      let col = e % TILE_N;
+      tile_b[e / TILE_N][col / 4u][col % 4u] = next_b[s];
+    }
+    workgroupBarrier();
+    if (k0 + TILE_K < params.k) {
+      for (var s = 0u; s < A_LOADS; s++) {
+        next_a[s] = load_a(row0, k0 + TILE_K, local + s * INVOCATIONS);
+      }
+      for (var s = 0u; s < B_LOADS; s++) {
+        next_b[s] = load_b(col0, k0 + TILE_K, local + s * INVOCATIONS);
+      }
+    }
+    for (var d = 0u; d < TILE_K; d++) {
+)";
+
+const char* const kGemmStepEndWgsl = R"(    }
+    workgroupBarrier();
+  }
+)";
+
 // Names: RT x CT invocations (ty, tx); invocation (ty, tx) owns rows gi * 4 RT + 4 ty + [0, 4)
-// and columns gj * 4 CT + 4 tx + [0, 4) of the tile, for gi < thread_m / 4, gj < thread_n / 4.
+// and columns gj * 4 CT + 4 tx + [0, 4) of the tile, for gi < thread_m / 4, gj < thread_n / 4;
+// accumulator (gi * 4 + i) * column_groups + gj holds row gi * 4 RT + 4 ty + i of group gj.
+struct RegisterBlock {
+  std::uint32_t row_groups;
+  std::uint32_t column_groups;
+  std::uint32_t thread_rows;     // RT
+  std::uint32_t thread_columns;  // CT
+
+  std::uint32_t accumulator(std::uint32_t gi, std::uint32_t i, std::uint32_t gj) const {
+    return (gi * 4 + i) * column_groups + gj;
+  }
+};
+
+RegisterBlock register_block(const Schedule& schedule) {
+  const std::uint32_t row_groups = knob(schedule, kThreadM) / 4;
+  const std::uint32_t column_groups = knob(schedule, kThreadN) / 4;
+  return {row_groups, column_groups, knob(schedule, kTileM) / (4 * row_groups),
+          knob(schedule, kTileN) / (4 * column_groups)};
+}
+
+std::string u32_literal(std::uint32_t value) { return std::to_string(value) + "u"; }
+
+// Depth step d of the inner product: each invocation's vec4s of A and B, then one fma per
+// accumulator.
+std::string inner_product_wgsl(const RegisterBlock& block) {
+  static constexpr const char* kLane[] = {"x", "y", "z", "w"};
+  WgslLines lines(3);
+  for (std::uint32_t gi = 0; gi < block.row_groups; ++gi) {
+    lines.line("let a" + std::to_string(gi) + " = tile_a[d][" +
+               u32_literal(gi * block.thread_rows) + " + ty];");
+  }
+  for (std::uint32_t gj = 0; gj < block.column_groups; ++gj) {
+    lines.line("let b" + std::to_string(gj) + " = tile_b[d][" +
+               u32_literal(gj * block.thread_columns) + " + tx];");
+  }
+  for (std::uint32_t gi = 0; gi < block.row_groups; ++gi) {
+    for (std::uint32_t i = 0; i < 4; ++i) {
+      for (std::uint32_t gj = 0; gj < block.column_groups; ++gj) {
+        const std::string slot = "acc[" + std::to_string(block.accumulator(gi, i, gj)) + "]";
+        lines.line(slot + " = fma(vec4f(a" + std::to_string(gi) + "." + kLane[i] + "), b" +
+                   std::to_string(gj) + ", " + slot + ");");
+      }
+    }
+  }
+  return lines.text();
+}
+
+std::string stores_wgsl(const RegisterBlock& block) {
+  WgslLines lines(1);
+  for (std::uint32_t gi = 0; gi < block.row_groups; ++gi) {
+    for (std::uint32_t i = 0; i < 4; ++i) {
+      for (std::uint32_t gj = 0; gj < block.column_groups; ++gj) {
+        lines.line("store_row(row0 + " + u32_literal(gi * 4 * block.thread_rows + i) +
+                   " + 4u * ty, col0 + " + u32_literal(gj * 4 * block.thread_columns) +
+                   " + 4u * tx, acc[" + std::to_string(block.accumulator(gi, i, gj)) + "]);");
+      }
+    }
+  }
+  return lines.text() + "}\n";
+}
+
 std::string GemmF32::generate_wgsl(const Schedule& schedule) const {
+  const RegisterBlock block = register_block(schedule);
   const std::uint32_t tile_m = knob(schedule, kTileM);
   const std::uint32_t tile_n = knob(schedule, kTileN);
   const std::uint32_t tile_k = knob(schedule, kTileK);
-  const std::uint32_t row_groups = knob(schedule, kThreadM) / 4;
-  const std::uint32_t column_groups = knob(schedule, kThreadN) / 4;
-  const std::uint32_t thread_rows = tile_m / (4 * row_groups);        // RT
-  const std::uint32_t thread_columns = tile_n / (4 * column_groups);  // CT
-  const std::uint32_t invocations = thread_rows * thread_columns;
-  const std::uint32_t a_loads = tile_m * tile_k / invocations;  // whole: see the comment above
-  const std::uint32_t b_loads = tile_k * tile_n / invocations;
-  auto u = [](std::uint32_t value) { return std::to_string(value) + "u"; };
-  auto n = [](std::uint32_t value) { return std::to_string(value); };
-  std::string wgsl = std::string(kLinearWorkgroupWgsl) +
-                     "\nstruct Params { m: u32, n: u32, k: u32, tiles_n: u32 }\n" +
-                     binding_declarations(wgsl_bindings(schedule)) +
-                     "\n"
-                     "const TILE_M: u32 = " +
-                     u(tile_m) + ";\nconst TILE_N: u32 = " + u(tile_n) +
-                     ";\nconst TILE_K: u32 = " + u(tile_k) +
-                     ";\nconst INVOCATIONS: u32 = " + u(invocations) +
-                     ";\n\n"
-                     "var<workgroup> tile_a: array<array<vec4f, " +
-                     n(tile_m / 4) + ">, " + n(tile_k) +
-                     ">;  // [depth][row / 4]\n"
-                     "var<workgroup> tile_b: array<array<vec4f, " +
-                     n(tile_n / 4) + ">, " + n(tile_k) +
-                     ">;  // [depth][column / 4]\n\n"
-                     // A is read along its rows (consecutive depths), B along its rows
-                     // (consecutive columns): both coalesced.
-                     "fn load_a(row0: u32, k0: u32, e: u32) -> f32 {\n"
-                     "  let r = row0 + e / TILE_K;\n"
-                     "  let d = k0 + e % TILE_K;\n"
-                     "  if (r < params.m && d < params.k) { return a[r * params.k + d]; }\n"
-                     "  return 0.0;\n"
-                     "}\n"
-                     "fn load_b(col0: u32, k0: u32, e: u32) -> f32 {\n"
-                     "  let d = k0 + e / TILE_N;\n"
-                     "  let col = col0 + e % TILE_N;\n"
-                     "  if (d < params.k && col < params.n) { return b[d * params.n + col]; }\n"
-                     "  return 0.0;\n"
-                     "}\n\n"
-                     "@compute @workgroup_size(" +
-                     n(invocations) +
-                     ")\n"
-                     "fn gemm(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) "
-                     "groups: vec3u,\n"
-                     "        @builtin(local_invocation_index) local: u32) {\n"
-                     "  let tile = linear_workgroup(group, groups);\n"
-                     "  let row0 = (tile / params.tiles_n) * TILE_M;\n"
-                     "  let col0 = (tile % params.tiles_n) * TILE_N;\n"
-                     "  let ty = local / " +
-                     u(thread_columns) + ";\n  let tx = local % " + u(thread_columns) +
-                     ";\n"
-                     "  var acc = array<vec4f, " +
-                     n(4 * row_groups * column_groups) +
-                     ">();\n"
-                     "  var next_a = array<f32, " +
-                     n(a_loads) + ">();\n  var next_b = array<f32, " + n(b_loads) +
-                     ">();\n"
-                     "  for (var s = 0u; s < " +
-                     u(a_loads) +
-                     "; s++) { next_a[s] = load_a(row0, 0u, local + s * INVOCATIONS); }\n"
-                     "  for (var s = 0u; s < " +
-                     u(b_loads) +
-                     "; s++) { next_b[s] = load_b(col0, 0u, local + s * INVOCATIONS); }\n"
-                     "  for (var k0 = 0u; k0 < params.k; k0 += TILE_K) {\n"
-                     "    for (var s = 0u; s < " +
-                     u(a_loads) +
-                     "; s++) {\n"
-                     "      let e = local + s * INVOCATIONS;\n"
-                     "      let r = e / TILE_K;\n"
-                     "      tile_a[e % TILE_K][r / 4u][r % 4u] = next_a[s];\n"
-                     "    }\n"
-                     "    for (var s = 0u; s < " +
-                     u(b_loads) +
-                     "; s++) {\n"
-                     "      let e = local + s * INVOCATIONS;\n"
-                     "      let col = e % TILE_N;\n"
-                     "      tile_b[e / TILE_N][col / 4u][col % 4u] = next_b[s];\n"
-                     "    }\n"
-                     "    workgroupBarrier();\n"
-                     "    if (k0 + TILE_K < params.k) {\n"
-                     "      for (var s = 0u; s < " +
-                     u(a_loads) +
-                     "; s++) { next_a[s] = load_a(row0, k0 + TILE_K, local + s * INVOCATIONS); "
-                     "}\n"
-                     "      for (var s = 0u; s < " +
-                     u(b_loads) +
-                     "; s++) { next_b[s] = load_b(col0, k0 + TILE_K, local + s * INVOCATIONS); "
-                     "}\n"
-                     "    }\n"
-                     "    for (var d = 0u; d < TILE_K; d++) {\n";
-  for (std::uint32_t gi = 0; gi < row_groups; ++gi) {
-    wgsl += "      let a" + n(gi) + " = tile_a[d][" + u(gi * thread_rows) + " + ty];\n";
-  }
-  for (std::uint32_t gj = 0; gj < column_groups; ++gj) {
-    wgsl += "      let b" + n(gj) + " = tile_b[d][" + u(gj * thread_columns) + " + tx];\n";
-  }
-  static constexpr const char* kLane[] = {"x", "y", "z", "w"};
-  for (std::uint32_t gi = 0; gi < row_groups; ++gi) {
-    for (std::uint32_t i = 0; i < 4; ++i) {
-      for (std::uint32_t gj = 0; gj < column_groups; ++gj) {
-        const std::string slot = "acc[" + n((gi * 4 + i) * column_groups + gj) + "]";
-        wgsl += "      " + slot + " = fma(vec4f(a" + n(gi) + "." + kLane[i] + "), b" + n(gj) +
-                ", " + slot + ");\n";
-      }
-    }
-  }
-  wgsl +=
-      "    }\n"
-      "    workgroupBarrier();\n"
-      "  }\n";
-  for (std::uint32_t gi = 0; gi < row_groups; ++gi) {
-    for (std::uint32_t i = 0; i < 4; ++i) {
-      for (std::uint32_t gj = 0; gj < column_groups; ++gj) {
-        wgsl += "  store_row(row0 + " + u(gi * 4 * thread_rows + i) + " + 4u * ty, col0 + " +
-                u(gj * 4 * thread_columns) + " + 4u * tx, acc[" +
-                n((gi * 4 + i) * column_groups + gj) + "]);\n";
-      }
-    }
-  }
-  wgsl +=
-      "}\n\n"
-      "fn store_row(r: u32, col: u32, values: vec4f) {\n"
-      "  if (r >= params.m) { return; }\n"
-      "  for (var j = 0u; j < 4u; j++) {\n"
-      "    if (col + j < params.n) { c[r * params.n + col + j] = values[j]; }\n"
-      "  }\n"
-      "}\n";
-  return wgsl;
+  const std::uint32_t invocations = block.thread_rows * block.thread_columns;
+  return std::string(kLinearWorkgroupWgsl) + kParamsWgsl +
+         binding_declarations(wgsl_bindings(schedule)) + "\n" +
+         constant_declarations(
+             {{"TILE_M", tile_m, ""},
+              {"TILE_N", tile_n, ""},
+              {"TILE_K", tile_k, ""},
+              {"RT", block.thread_rows, "rows of invocations"},
+              {"CT", block.thread_columns, "columns of invocations"},
+              {"INVOCATIONS", invocations, ""},
+              {"ACCUMULATORS", 4 * block.row_groups * block.column_groups, "vec4f per invocation"},
+              // Whole numbers: every knob is a power of two, and a tile of A or B has at least
+              // as many values as there are invocations (tile_k thread_m thread_n >= 8 x 4 x 4,
+              // at least tile_m and tile_n).
+              {"A_LOADS", tile_m * tile_k / invocations, "A's values each invocation stages"},
+              {"B_LOADS", tile_k * tile_n / invocations, "B's values each invocation stages"}}) +
+         kTilesWgsl + kGemmHeadWgsl + inner_product_wgsl(block) + kGemmStepEndWgsl +
+         stores_wgsl(block);
 }
 
 }  // namespace

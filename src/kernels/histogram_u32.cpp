@@ -36,6 +36,84 @@ const KnobSpec kPrivateCopies{"private_copies",
                               {0, 1, 2},
                               1};
 
+const char* const kParamsWgsl = R"(
+struct Params { n: u32, bins: u32, bins_mask: u32 }
+)";
+
+const char* const kHistogramWgsl = R"(
+// bins_mask is bins - 1 when bins is a power of two above 1, else 0.
+fn bin_of(value: u32) -> u32 {
+  if (params.bins_mask != 0u) { return value & params.bins_mask; }
+  return value % params.bins;
+}
+
+@compute @workgroup_size(WG)
+fn clear(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+         @builtin(local_invocation_index) local: u32) {
+  let b = linear_workgroup(group, groups) * WG + local;
+  if (b < params.bins) { atomicStore(&counts[b], 0u); }
+}
+)";
+
+// The counters `count` adds to: start_counting and finish_counting are called in uniform
+// control flow before and after the workgroup's keys. Without copies, every key is an atomic on
+// the output's counters.
+const char* const kGlobalCountersWgsl = R"(
+fn start_counting(local: u32) {}
+fn add(bin: u32, local: u32) { atomicAdd(&counts[bin], 1u); }
+fn finish_counting(local: u32) {}
+)";
+
+// With COPIES copies in workgroup memory (invocation `local` adds to copy local % COPIES), each
+// workgroup adds its totals to the output's counters at the end, one atomic per non-zero bin.
+const char* const kWorkgroupCountersWgsl = R"(
+var<workgroup> local_counts: array<atomic<u32>, COPIES * MAX_BINS>;
+fn start_counting(local: u32) {
+  for (var b = local; b < COPIES * params.bins; b += WG) {
+    atomicStore(&local_counts[b], 0u);
+  }
+  workgroupBarrier();
+}
+fn add(bin: u32, local: u32) {
+  atomicAdd(&local_counts[(local % COPIES) * params.bins + bin], 1u);
+}
+fn finish_counting(local: u32) {
+  workgroupBarrier();
+  for (var b = local; b < params.bins; b += WG) {
+    var total = 0u;
+    for (var c = 0u; c < COPIES; c++) {
+      total += atomicLoad(&local_counts[c * params.bins + b]);
+    }
+    if (total != 0u) { atomicAdd(&counts[b], total); }
+  }
+}
+)";
+
+const char* const kCountWgsl = R"(
+@compute @workgroup_size(WG)
+fn count(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+         @builtin(local_invocation_index) local: u32) {
+  start_counting(local);
+  let vectors = (params.n + 3u) / 4u;
+  let first_chunk = linear_workgroup(group, groups) * CHUNKS;
+  for (var c = 0u; c < CHUNKS; c++) {
+    let base = (first_chunk + c) * (WG * VECTORS) + local;
+    for (var k = 0u; k < VECTORS; k++) {
+      let v = base + k * WG;
+      if (v < vectors) {
+        let value = x[v];
+        let first = v * 4u;
+        add(bin_of(value.x), local);
+        if (first + 1u < params.n) { add(bin_of(value.y), local); }
+        if (first + 2u < params.n) { add(bin_of(value.z), local); }
+        if (first + 3u < params.n) { add(bin_of(value.w), local); }
+      }
+    }
+  }
+  finish_counting(local);
+}
+)";
+
 class HistogramU32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "histogram_u32"; }
@@ -76,84 +154,17 @@ class HistogramU32 final : public KernelDefinition {
 
   std::string generate_wgsl(const Schedule& schedule) const override {
     const std::uint32_t copies = knob(schedule, kPrivateCopies);
-    std::string wgsl = std::string(kLinearWorkgroupWgsl) +
-                       "\nstruct Params { n: u32, bins: u32, bins_mask: u32 }\n" +
-                       binding_declarations(wgsl_bindings(schedule)) +
-                       "\n"
-                       "const WG: u32 = " +
-                       std::to_string(knob(schedule, kWorkgroupSize)) +
-                       "u;\n"
-                       "const VECTORS: u32 = " +
-                       std::to_string(knob(schedule, kVectorsPerInvocation)) +
-                       "u;\n"
-                       "const CHUNKS: u32 = " +
-                       std::to_string(knob(schedule, kChunksPerWorkgroup)) +
-                       "u;\n"
-                       "const COPIES: u32 = " +
-                       std::to_string(copies) +
-                       "u;\n\n"
-                       "// bins_mask is bins - 1 when bins is a power of two above 1, else 0.\n"
-                       "fn bin_of(value: u32) -> u32 {\n"
-                       "  if (params.bins_mask != 0u) { return value & params.bins_mask; }\n"
-                       "  return value % params.bins;\n"
-                       "}\n\n"
-                       "@compute @workgroup_size(WG)\n"
-                       "fn clear(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) "
-                       "groups: vec3u,\n"
-                       "         @builtin(local_invocation_index) local: u32) {\n"
-                       "  let b = linear_workgroup(group, groups) * WG + local;\n"
-                       "  if (b < params.bins) { atomicStore(&counts[b], 0u); }\n"
-                       "}\n\n";
-    if (copies == 0) {
-      wgsl += "fn add(bin: u32, local: u32) { atomicAdd(&counts[bin], 1u); }\n";
-    } else {
-      wgsl += "var<workgroup> local_counts: array<atomic<u32>, " +
-              std::to_string(copies * kMaxBins) +
-              ">;\n"
-              "fn add(bin: u32, local: u32) {\n"
-              "  atomicAdd(&local_counts[(local % COPIES) * params.bins + bin], 1u);\n"
-              "}\n";
-    }
-    wgsl +=
-        "\n@compute @workgroup_size(WG)\n"
-        "fn count(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,\n"
-        "         @builtin(local_invocation_index) local: u32) {\n";
-    if (copies != 0) {
-      wgsl +=
-          "  for (var b = local; b < COPIES * params.bins; b += WG) {\n"
-          "    atomicStore(&local_counts[b], 0u);\n"
-          "  }\n"
-          "  workgroupBarrier();\n";
-    }
-    wgsl +=
-        "  let vectors = (params.n + 3u) / 4u;\n"
-        "  let first_chunk = linear_workgroup(group, groups) * CHUNKS;\n"
-        "  for (var c = 0u; c < CHUNKS; c++) {\n"
-        "    let base = (first_chunk + c) * (WG * VECTORS) + local;\n"
-        "    for (var k = 0u; k < VECTORS; k++) {\n"
-        "      let v = base + k * WG;\n"
-        "      if (v < vectors) {\n"
-        "        let value = x[v];\n"
-        "        let first = v * 4u;\n"
-        "        add(bin_of(value.x), local);\n"
-        "        if (first + 1u < params.n) { add(bin_of(value.y), local); }\n"
-        "        if (first + 2u < params.n) { add(bin_of(value.z), local); }\n"
-        "        if (first + 3u < params.n) { add(bin_of(value.w), local); }\n"
-        "      }\n"
-        "    }\n"
-        "  }\n";
-    if (copies != 0) {
-      wgsl +=
-          "  workgroupBarrier();\n"
-          "  for (var b = local; b < params.bins; b += WG) {\n"
-          "    var total = 0u;\n"
-          "    for (var c = 0u; c < COPIES; c++) {\n"
-          "      total += atomicLoad(&local_counts[c * params.bins + b]);\n"
-          "    }\n"
-          "    if (total != 0u) { atomicAdd(&counts[b], total); }\n"
-          "  }\n";
-    }
-    return wgsl + "}\n";
+    return std::string(kLinearWorkgroupWgsl) + kParamsWgsl +
+           binding_declarations(wgsl_bindings(schedule)) + "\n" +
+           constant_declarations(
+               {{"WG", knob(schedule, kWorkgroupSize), "invocations per workgroup"},
+                {"VECTORS", knob(schedule, kVectorsPerInvocation),
+                 "vec4u per invocation and chunk"},
+                {"CHUNKS", knob(schedule, kChunksPerWorkgroup), "chunks per workgroup"},
+                {"COPIES", copies, "workgroup copies of the counters (0: none)"},
+                {"MAX_BINS", kMaxBins, ""}}) +
+           kHistogramWgsl + (copies == 0 ? kGlobalCountersWgsl : kWorkgroupCountersWgsl) +
+           kCountWgsl;
   }
 
   Result<DispatchPlan> plan(const Schedule& schedule, const Problem& problem,

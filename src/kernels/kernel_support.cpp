@@ -242,6 +242,15 @@ std::string binding_declarations(const std::vector<WgslBinding>& table) {
   return wgsl;
 }
 
+std::string constant_declarations(const std::vector<WgslConstant>& constants) {
+  std::string wgsl;
+  for (const WgslConstant& constant : constants) {
+    wgsl += "const " + constant.name + ": u32 = " + std::to_string(constant.value) + "u;";
+    wgsl += constant.comment.empty() ? "\n" : "  // " + constant.comment + "\n";
+  }
+  return wgsl;
+}
+
 std::string unrolled_loop(const std::string& index, std::uint32_t count, const std::string& body) {
   std::string wgsl;
   for (std::uint32_t i = 0; i < count; ++i) {
@@ -254,120 +263,22 @@ std::string unrolled_loop(const std::string& index, std::uint32_t count, const s
 
 namespace wgsl_forge::kernels::support {
 
-std::string workgroup_scan_wgsl(std::uint32_t workgroup_size) {
-  const std::string wg = std::to_string(workgroup_size);
-  return "var<workgroup> scan_scratch: array<u32, " + wg +
-         ">;\n"
-         "fn workgroup_exclusive_scan(value: u32, local: u32) -> vec2u {\n"
-         "  scan_scratch[local] = value;\n"
-         "  workgroupBarrier();\n"
-         "  for (var offset = 1u; offset < " +
-         wg +
-         "u; offset *= 2u) {\n"
-         "    var add = 0u;\n"
-         "    if (local >= offset) { add = scan_scratch[local - offset]; }\n"
-         "    workgroupBarrier();\n"
-         "    scan_scratch[local] += add;\n"
-         "    workgroupBarrier();\n"
-         "  }\n"
-         "  let inclusive = scan_scratch[local];\n"
-         "  let total = scan_scratch[" +
-         wg +
-         "u - 1u];\n"
-         "  workgroupBarrier();\n"
-         "  return vec2u(inclusive - value, total);\n"
-         "}\n";
+const char* const kWorkgroupScanWgsl = R"(var<workgroup> scan_scratch: array<u32, WG>;
+fn workgroup_exclusive_scan(value: u32, local: u32) -> vec2u {
+  scan_scratch[local] = value;
+  workgroupBarrier();
+  for (var offset = 1u; offset < WG; offset *= 2u) {
+    var add = 0u;
+    if (local >= offset) { add = scan_scratch[local - offset]; }
+    workgroupBarrier();
+    scan_scratch[local] += add;
+    workgroupBarrier();
+  }
+  let inclusive = scan_scratch[local];
+  let total = scan_scratch[WG - 1u];
+  workgroupBarrier();
+  return vec2u(inclusive - value, total);
 }
-
-std::string reduce_then_scan_wgsl(const std::string& name, std::uint32_t workgroup_size,
-                                  std::uint32_t items) {
-  const std::string wg = std::to_string(workgroup_size);
-  const std::string per = std::to_string(items);
-  const std::string block = "(" + wg + "u * " + per + "u)";
-  const std::string builtins =
-      "(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,\n"
-      "    @builtin(local_invocation_index) local: u32)";
-  return "\n@compute @workgroup_size(" + wg + ")\nfn " + name + "_reduce" + builtins +
-         " {\n"
-         "  let b = linear_workgroup(group, groups);\n"
-         "  let first = b * " +
-         block + " + local * " + per +
-         "u;\n"
-         "  var sum = 0u;\n"
-         "  for (var j = 0u; j < " +
-         per +
-         "u; j++) {\n"
-         "    let i = first + j;\n"
-         "    if (i < scan_length()) { sum += scan_value(i); }\n"
-         "  }\n"
-         "  let scanned = workgroup_exclusive_scan(sum, local);\n"
-         "  if (local == 0u && b < scan_blocks()) { block_sums[b] = scanned.y; }\n"
-         "}\n"
-         "\n@compute @workgroup_size(" +
-         wg + ")\nfn " + name +
-         "_spine(@builtin(local_invocation_index) local: u32) {\n"
-         "  var carry = 0u;\n"
-         "  let blocks = scan_blocks();\n"
-         "  for (var start = 0u; start < blocks; start += " +
-         block +
-         ") {\n"
-         "    var values = array<u32, " +
-         per +
-         ">();\n"
-         "    var sum = 0u;\n"
-         "    for (var j = 0u; j < " +
-         per +
-         "u; j++) {\n"
-         "      let i = start + local * " +
-         per +
-         "u + j;\n"
-         "      if (i < blocks) { values[j] = block_sums[i]; }\n"
-         "      sum += values[j];\n"
-         "    }\n"
-         "    let scanned = workgroup_exclusive_scan(sum, local);\n"
-         "    var running = carry + scanned.x;\n"
-         "    for (var j = 0u; j < " +
-         per +
-         "u; j++) {\n"
-         "      let i = start + local * " +
-         per +
-         "u + j;\n"
-         "      if (i < blocks) { block_sums[i] = running; }\n"
-         "      running += values[j];\n"
-         "    }\n"
-         "    carry += scanned.y;\n"
-         "  }\n"
-         "  if (local == 0u) { scan_total(carry); }\n"
-         "}\n"
-         "\n@compute @workgroup_size(" +
-         wg + ")\nfn " + name + "_apply" + builtins +
-         " {\n"
-         "  let b = linear_workgroup(group, groups);\n"
-         "  let first = b * " +
-         block + " + local * " + per +
-         "u;\n"
-         "  var values = array<u32, " +
-         per +
-         ">();\n"
-         "  var sum = 0u;\n"
-         "  for (var j = 0u; j < " +
-         per +
-         "u; j++) {\n"
-         "    let i = first + j;\n"
-         "    if (i < scan_length()) { values[j] = scan_value(i); }\n"
-         "    sum += values[j];\n"
-         "  }\n"
-         "  let scanned = workgroup_exclusive_scan(sum, local);\n"
-         "  if (b >= scan_blocks()) { return; }\n"
-         "  var running = block_sums[b] + scanned.x;\n"
-         "  for (var j = 0u; j < " +
-         per +
-         "u; j++) {\n"
-         "    let i = first + j;\n"
-         "    if (i < scan_length()) { scan_store(i, running); }\n"
-         "    running += values[j];\n"
-         "  }\n"
-         "}\n";
-}
+)";
 
 }  // namespace wgsl_forge::kernels::support

@@ -95,6 +95,29 @@ WgslBinding as_f32_bits(WgslBinding row);
 // WGSL: one `@group(0) @binding(i) var<...> name: ...;` line per row, in the table's order.
 std::string binding_declarations(const std::vector<WgslBinding>& table);
 
+// How a schedule's values enter a kernel's WGSL: as named constants that the kernel's WGSL modules
+// (raw strings) refer to, never spliced into a line of them.
+struct WgslConstant {
+  std::string name;
+  std::uint32_t value = 0;
+  std::string comment;  // optional, written after the declaration
+};
+// WGSL: one `const NAME: u32 = VALUEu;` line per constant, in order.
+std::string constant_declarations(const std::vector<WgslConstant>& constants);
+
+// The lines of WGSL a generator unrolls (what no module can say: one statement per register),
+// each indented by `depth` levels of two spaces.
+class WgslLines {
+ public:
+  explicit WgslLines(std::size_t depth) : indent_(2 * depth, ' ') {}
+  void line(const std::string& statement) { text_ += indent_ + statement + "\n"; }
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string indent_;
+  std::string text_;
+};
+
 // WGSL: `body` (statements, indented for a loop body) once for each `index` in [0, count), each
 // copy a block that declares `const index = i` first. Dawn clamps every array index it cannot
 // prove in bounds; a constant index needs no clamp. Unrolling the radix scatter's loops over its
@@ -107,20 +130,9 @@ std::string unrolled_loop(const std::string& index, std::uint32_t count, const s
 namespace wgsl_forge::kernels::support {
 
 // WGSL: `fn workgroup_exclusive_scan(value: u32, local: u32) -> vec2u` (exclusive prefix, total)
-// over a workgroup of `workgroup_size` invocations, in workgroup memory.
-std::string workgroup_scan_wgsl(std::uint32_t workgroup_size);
-
-// WGSL for a reduce-then-scan over u32 values in blocks of workgroup_size * items consecutive
-// elements (each invocation takes `items` consecutive ones), as three entry points that never
-// wait on another workgroup:
-//   <name>_reduce  block b: block_sums[b] = sum of scan_value(i) over the block;
-//   <name>_spine   one workgroup: exclusive scan of block_sums[0 .. scan_blocks()) in place, then
-//                  scan_total(total);
-//   <name>_apply   block b: scan_store(i, exclusive prefix of i) for every i < scan_length().
-// The caller defines scan_length(), scan_blocks(), scan_value(i), scan_store(i, prefix),
-// scan_total(total), the array `block_sums` and linear_workgroup().
-std::string reduce_then_scan_wgsl(const std::string& name, std::uint32_t workgroup_size,
-                                  std::uint32_t items);
+// over a workgroup of `WG` invocations (a `const WG: u32` the caller declares), in workgroup
+// memory.
+extern const char* const kWorkgroupScanWgsl;
 
 // A chained scan over u32 items, four per vec4 of input, `vectors` vec4 per invocation: one pass
 // with decoupled look-back (and its fallback) or three passes (chained_scan.cpp says how).

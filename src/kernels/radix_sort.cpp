@@ -5,7 +5,7 @@
 // submission, none waiting on another workgroup (safe without forward-progress guarantees):
 //   digit_count    each tile (workgroup_size * keys_per_invocation consecutive keys) counts its
 //                  digits into counts[digit * tiles + tile] (digit-major, so one scan gives every
-//                  offset), in workgroups of 64 (see digit_count_wgsl);
+//                  offset), in workgroups of 64 (see kDigitCountWgsl);
 //   counts_reduce, counts_spine, counts_apply
 //                  an exclusive reduce-then-scan of the counts;
 //   scatter        each tile ranks its keys stably and writes them, with their values, to
@@ -214,7 +214,6 @@ class RadixSort final : public KernelDefinition {
 
  private:
   std::uint64_t workgroup_bytes(const Schedule& schedule) const;
-  std::string invocation_ranked_scatter_wgsl(const Schedule& schedule) const;
   std::string subgroup_ranked_scatter_wgsl(const Schedule& schedule) const;
 
   bool pairs_;
@@ -270,14 +269,129 @@ Status RadixSort::check_resources(const Schedule& schedule,
   return Ok{};
 }
 
-// digit_count runs in workgroups of 64 invocations whatever the tile, so that each has many keys
-// in flight (up to 128), loaded 16 at a time before they are counted. Keys are counted either
-// with one workgroup atomic each or, with subgroups and up to 16 digits, in byte counters in
-// registers (digit d in byte d % 4 of word d / 4), which each subgroup adds in 16-bit halves (at
-// most 64 lanes x 128 keys) and then into the tile's counters, one atomic per digit.
+// --- WGSL -----------------------------------------------------------------------------------
+// The shader is the modules below in this order; a schedule's values enter through constants
+// (radix_constants, subgroup_scatter_constants), and the keys-only and pairs variants differ
+// only in the value hooks (kKeyOnlyValuesWgsl, kPairValuesWgsl), which a compiler removes where
+// they do nothing.
+
+const char* const kParamsWgsl = R"(
+struct Params { n: u32, tiles: u32, shift: u32, count_length: u32, count_blocks: u32 }
+)";
+
+// The digit of a key this round, and the reduce-then-scan of the counts in blocks of
+// WG * SCAN_ITEMS (each invocation takes SCAN_ITEMS consecutive counts), as three entry points
+// that never wait on another workgroup:
+//   counts_reduce  block b: block_sums[b] = the block's sum;
+//   counts_spine   one workgroup: exclusive scan of block_sums in place;
+//   counts_apply   block b: every count becomes its exclusive prefix.
+const char* const kCountsScanWgsl = R"(
+fn digit(key: u32) -> u32 { return (key >> params.shift) & (DIGITS - 1u); }
+
+@compute @workgroup_size(WG)
+fn counts_reduce(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+                 @builtin(local_invocation_index) local: u32) {
+  let b = linear_workgroup(group, groups);
+  let first = b * (WG * SCAN_ITEMS) + local * SCAN_ITEMS;
+  var sum = 0u;
+  for (var j = 0u; j < SCAN_ITEMS; j++) {
+    let i = first + j;
+    if (i < params.count_length) { sum += counts[i]; }
+  }
+  let scanned = workgroup_exclusive_scan(sum, local);
+  if (local == 0u && b < params.count_blocks) { block_sums[b] = scanned.y; }
+}
+
+@compute @workgroup_size(WG)
+fn counts_spine(@builtin(local_invocation_index) local: u32) {
+  var carry = 0u;
+  let blocks = params.count_blocks;
+  for (var start = 0u; start < blocks; start += WG * SCAN_ITEMS) {
+    var values = array<u32, SCAN_ITEMS>();
+    var sum = 0u;
+    for (var j = 0u; j < SCAN_ITEMS; j++) {
+      let i = start + local * SCAN_ITEMS + j;
+      if (i < blocks) { values[j] = block_sums[i]; }
+      sum += values[j];
+    }
+    let scanned = workgroup_exclusive_scan(sum, local);
+    var running = carry + scanned.x;
+    for (var j = 0u; j < SCAN_ITEMS; j++) {
+      let i = start + local * SCAN_ITEMS + j;
+      if (i < blocks) { block_sums[i] = running; }
+      running += values[j];
+    }
+    carry += scanned.y;
+  }
+}
+
+@compute @workgroup_size(WG)
+fn counts_apply(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+                @builtin(local_invocation_index) local: u32) {
+  let b = linear_workgroup(group, groups);
+  let first = b * (WG * SCAN_ITEMS) + local * SCAN_ITEMS;
+  var values = array<u32, SCAN_ITEMS>();
+  var sum = 0u;
+  for (var j = 0u; j < SCAN_ITEMS; j++) {
+    let i = first + j;
+    if (i < params.count_length) { values[j] = counts[i]; }
+    sum += values[j];
+  }
+  let scanned = workgroup_exclusive_scan(sum, local);
+  if (b >= params.count_blocks) { return; }
+  var running = block_sums[b] + scanned.x;
+  for (var j = 0u; j < SCAN_ITEMS; j++) {
+    let i = first + j;
+    if (i < params.count_length) { counts[i] = running; }
+    running += values[j];
+  }
+}
+)";
+
+// digit_count runs in workgroups of COUNT_WG (64) invocations whatever the tile, so that each
+// has many keys in flight (COUNT_KEYS, up to 128), loaded COUNT_CHUNK (16) at a time before
+// they are counted. Keys are counted either with one workgroup atomic each
+// (kAtomicDigitCountWgsl) or, with subgroups and up to 16 digits, in byte counters in registers
+// (kPackedDigitCountWgsl: digit d in byte d % 4 of word d / 4), which each subgroup adds in
+// 16-bit halves (at most 64 lanes x 128 keys) and then into the tile's counters, one atomic per
+// digit.
 constexpr std::uint32_t kCountWorkgroup = 64;
 
-const char* const kAtomicCountWgsl = R"(  workgroupBarrier();
+const char* const kDigitCountWgsl = R"(
+var<workgroup> tile_counts: array<atomic<u32>, DIGITS>;
+
+// COUNT_CHUNK keys, COUNT_WG apart from `first` (clamped loads: no branch).
+fn load_count_chunk(first: u32) -> array<u32, COUNT_CHUNK> {
+  let last = max(params.n, 1u) - 1u;
+  var keys = array<u32, COUNT_CHUNK>();
+  for (var item = 0u; item < COUNT_CHUNK; item++) {
+    keys[item] = keys_in[min(first + item * COUNT_WG, last)];
+  }
+  return keys;
+}
+
+fn clear_tile_counts(local: u32) {
+  for (var d = local; d < DIGITS; d += COUNT_WG) { atomicStore(&tile_counts[d], 0u); }
+}
+
+// Call in uniform control flow: it waits for the whole workgroup's counts.
+fn store_tile_counts(tile: u32, local: u32) {
+  workgroupBarrier();
+  if (tile >= params.tiles) { return; }
+  for (var d = local; d < DIGITS; d += COUNT_WG) {
+    counts[d * params.tiles + tile] = atomicLoad(&tile_counts[d]);
+  }
+}
+)";
+
+const char* const kAtomicDigitCountWgsl = R"(
+@compute @workgroup_size(COUNT_WG)
+fn digit_count(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+               @builtin(local_invocation_index) local: u32) {
+  let tile = linear_workgroup(group, groups);
+  clear_tile_counts(local);
+  let first = tile * (WG * KPI) + local;
+  workgroupBarrier();
   for (var chunk = 0u; chunk < COUNT_KEYS; chunk += COUNT_CHUNK) {
     let keys = load_count_chunk(first + chunk * COUNT_WG);
     for (var item = 0u; item < COUNT_CHUNK; item++) {
@@ -286,9 +400,19 @@ const char* const kAtomicCountWgsl = R"(  workgroupBarrier();
       }
     }
   }
+  store_tile_counts(tile, local);
+}
 )";
 
-const char* const kPackedCountWgsl = R"(  var packed = vec4u(0u);
+const char* const kPackedDigitCountWgsl = R"(
+@compute @workgroup_size(COUNT_WG)
+fn digit_count(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+               @builtin(local_invocation_index) local: u32,
+               @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) sg: u32) {
+  let tile = linear_workgroup(group, groups);
+  clear_tile_counts(local);
+  let first = tile * (WG * KPI) + local;
+  var packed = vec4u(0u);
   for (var chunk = 0u; chunk < COUNT_KEYS; chunk += COUNT_CHUNK) {
     let keys = load_count_chunk(first + chunk * COUNT_WG);
     for (var item = 0u; item < COUNT_CHUNK; item++) {
@@ -306,317 +430,298 @@ const char* const kPackedCountWgsl = R"(  var packed = vec4u(0u);
     let count = (halves >> (16u * ((d / 2u) & 1u))) & 0xffffu;
     if (count != 0u) { atomicAdd(&tile_counts[d], count); }
   }
+  store_tile_counts(tile, local);
+}
 )";
 
-std::string digit_count_wgsl(const Schedule& schedule, bool packed) {
-  const std::uint32_t keys =
-      knob(schedule, kWorkgroupSize) * knob(schedule, kKeysPerInvocation) / kCountWorkgroup;
-  const std::string subgroup_builtins =
-      packed ? ",\n               @builtin(subgroup_invocation_id) lane: u32, "
-               "@builtin(subgroup_size) sg: u32"
-             : "";
-  return "const COUNT_WG: u32 = " + std::to_string(kCountWorkgroup) +
-         "u;\n"
-         "const COUNT_KEYS: u32 = " +
-         std::to_string(keys) +
-         "u;  // keys per invocation\n"
-         "const COUNT_CHUNK: u32 = " +
-         std::to_string(std::min(keys, 16u)) +
-         "u;  // keys loaded before they are counted\n"
-         "// COUNT_CHUNK keys, COUNT_WG apart from `first` (clamped loads: no branch).\n"
-         "fn load_count_chunk(first: u32) -> array<u32, COUNT_CHUNK> {\n"
-         "  let last = max(params.n, 1u) - 1u;\n"
-         "  var keys = array<u32, COUNT_CHUNK>();\n"
-         "  for (var item = 0u; item < COUNT_CHUNK; item++) {\n"
-         "    keys[item] = keys_in[min(first + item * COUNT_WG, last)];\n"
-         "  }\n"
-         "  return keys;\n"
-         "}\n"
-         "@compute @workgroup_size(COUNT_WG)\n"
-         "fn digit_count(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: "
-         "vec3u,\n"
-         "               @builtin(local_invocation_index) local: u32" +
-         subgroup_builtins +
-         ") {\n"
-         "  let tile = linear_workgroup(group, groups);\n"
-         "  for (var d = local; d < DIGITS; d += COUNT_WG) { atomicStore(&tile_counts[d], 0u); }\n"
-         "  let first = tile * (WG * KPI) + local;\n" +
-         (packed ? kPackedCountWgsl : kAtomicCountWgsl) +
-         "  workgroupBarrier();\n"
-         "  if (tile >= params.tiles) { return; }\n"
-         "  for (var d = local; d < DIGITS; d += COUNT_WG) {\n"
-         "    counts[d * params.tiles + tile] = atomicLoad(&tile_counts[d]);\n"
-         "  }\n"
-         "}\n";
-}
+// The value hooks of the scatters: load_value(i) reads value i of the input, store_value(p, v)
+// writes v at output place p, stage_value(p, v) and staged_value(p) keep a tile's values in
+// workgroup memory in their ranked order (the subgroup scatter).
+const char* const kKeyOnlyValuesWgsl = R"(
+fn load_value(i: u32) -> u32 { return 0u; }
+fn store_value(place: u32, value: u32) {}
+fn stage_value(place: u32, value: u32) {}
+fn staged_value(place: u32) -> u32 { return 0u; }
+)";
 
-std::string RadixSort::generate_wgsl(const Schedule& schedule) const {
-  const std::uint32_t wg_value = knob(schedule, kWorkgroupSize);
-  const std::string wg = std::to_string(wg_value);
-  const std::string kpi = std::to_string(knob(schedule, kKeysPerInvocation));
-  const std::uint32_t digits_value = 1u << knob(schedule, kDigitBits);
-  const std::string digits = std::to_string(digits_value);
-  const std::string mask = std::to_string(digits_value - 1);
-  const bool subgroups = knob(schedule, kUseSubgroups) == 1;
-  std::string wgsl = std::string(subgroups ? "enable subgroups;\n" : "") + kLinearWorkgroupWgsl +
-                     "\nstruct Params { n: u32, tiles: u32, shift: u32, count_length: u32, "
-                     "count_blocks: u32 }\n" +
-                     binding_declarations(wgsl_bindings(schedule));
-  wgsl += "\nconst WG: u32 = " + wg + "u;\nconst KPI: u32 = " + kpi +
-          "u;\nconst DIGITS: u32 = " + digits +
-          "u;\n"
-          "fn digit(key: u32) -> u32 { return (key >> params.shift) & " +
-          mask +
-          "u; }\n"
-          "fn scan_length() -> u32 { return params.count_length; }\n"
-          "fn scan_blocks() -> u32 { return params.count_blocks; }\n"
-          "fn scan_value(i: u32) -> u32 { return counts[i]; }\n"
-          "fn scan_store(i: u32, prefix: u32) { counts[i] = prefix; }\n"
-          "fn scan_total(total: u32) {}\n\n" +
-          workgroup_scan_wgsl(wg_value) +
-          reduce_then_scan_wgsl("counts", wg_value, kCountScanItems) +
-          "\nvar<workgroup> tile_counts: array<atomic<u32>, DIGITS>;\n";
-  wgsl += digit_count_wgsl(schedule, subgroups && digits_value <= 16);
-  return wgsl + (subgroups ? subgroup_ranked_scatter_wgsl(schedule)
-                           : invocation_ranked_scatter_wgsl(schedule));
-}
+const char* const kPairValuesWgsl = R"(
+fn load_value(i: u32) -> u32 { return values_in[i]; }
+fn store_value(place: u32, value: u32) { values_out[place] = value; }
+)";
+
+const char* const kStagedPairValuesWgsl = R"(
+var<workgroup> ranked_values: array<u32, WG * KPI>;
+fn stage_value(place: u32, value: u32) { ranked_values[place] = value; }
+fn staged_value(place: u32) -> u32 { return ranked_values[place]; }
+)";
 
 // Invocation `local` owns keys [first, first + KPI) of the tile, in order; digit_prefix[d * WG +
 // local] becomes the number of digit-d keys owned by earlier invocations.
-std::string RadixSort::invocation_ranked_scatter_wgsl(const Schedule& schedule) const {
-  const std::uint32_t wg = knob(schedule, kWorkgroupSize);
-  const std::uint32_t digits = 1u << knob(schedule, kDigitBits);
-  return "\nvar<workgroup> digit_prefix: array<u32, " + std::to_string(digits * wg) +
-         ">;\n"
-         "@compute @workgroup_size(WG)\n"
-         "fn scatter(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: "
-         "vec3u,\n"
-         "           @builtin(local_invocation_index) local: u32) {\n"
-         "  let tile = linear_workgroup(group, groups);\n"
-         "  let first = tile * (WG * KPI) + local * KPI;\n"
-         "  var keys = array<u32, KPI>();\n" +
-         std::string(pairs_ ? "  var values = array<u32, KPI>();\n" : "") +
-         "  var mine = array<u32, DIGITS>();\n"
-         "  for (var j = 0u; j < KPI; j++) {\n"
-         "    let i = first + j;\n"
-         "    if (i < params.n) {\n"
-         "      keys[j] = keys_in[i];\n" +
-         std::string(pairs_ ? "      values[j] = values_in[i];\n" : "") +
-         "      mine[digit(keys[j])] += 1u;\n"
-         "    }\n"
-         "  }\n"
-         "  for (var d = 0u; d < DIGITS; d++) { digit_prefix[d * WG + local] = mine[d]; }\n"
-         "  workgroupBarrier();\n"
-         "  for (var offset = 1u; offset < WG; offset *= 2u) {\n"
-         "    var adds = array<u32, DIGITS>();\n"
-         "    if (local >= offset) {\n"
-         "      for (var d = 0u; d < DIGITS; d++) { adds[d] = digit_prefix[d * WG + local - "
-         "offset]; }\n"
-         "    }\n"
-         "    workgroupBarrier();\n"
-         "    for (var d = 0u; d < DIGITS; d++) { digit_prefix[d * WG + local] += adds[d]; }\n"
-         "    workgroupBarrier();\n"
-         "  }\n"
-         "  if (tile >= params.tiles) { return; }\n"
-         "  var next = array<u32, DIGITS>();\n"
-         "  for (var d = 0u; d < DIGITS; d++) {\n"
-         "    next[d] = counts[d * params.tiles + tile] + digit_prefix[d * WG + local] - "
-         "mine[d];\n"
-         "  }\n"
-         "  for (var j = 0u; j < KPI; j++) {\n"
-         "    if (first + j < params.n) {\n"
-         "      let d = digit(keys[j]);\n"
-         "      keys_out[next[d]] = keys[j];\n" +
-         std::string(pairs_ ? "      values_out[next[d]] = values[j];\n" : "") +
-         "      next[d] += 1u;\n"
-         "    }\n"
-         "  }\n"
-         "}\n";
-}
+const char* const kInvocationRankedScatterWgsl = R"(
+var<workgroup> digit_prefix: array<u32, DIGITS * WG>;
 
-// See the file comment. ranked holds, during ranking, the subgroups' digit counters (subgroup w,
-// digits 2q and 2q + 1 in the low and high half of word w * DIGITS / 2 + q) and then the tile's
+@compute @workgroup_size(WG)
+fn scatter(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+           @builtin(local_invocation_index) local: u32) {
+  let tile = linear_workgroup(group, groups);
+  let first = tile * (WG * KPI) + local * KPI;
+  var keys = array<u32, KPI>();
+  var values = array<u32, KPI>();
+  var mine = array<u32, DIGITS>();
+  for (var j = 0u; j < KPI; j++) {
+    let i = first + j;
+    if (i < params.n) {
+      keys[j] = keys_in[i];
+      values[j] = load_value(i);
+      mine[digit(keys[j])] += 1u;
+    }
+  }
+  for (var d = 0u; d < DIGITS; d++) { digit_prefix[d * WG + local] = mine[d]; }
+  workgroupBarrier();
+  for (var offset = 1u; offset < WG; offset *= 2u) {
+    var adds = array<u32, DIGITS>();
+    if (local >= offset) {
+      for (var d = 0u; d < DIGITS; d++) { adds[d] = digit_prefix[d * WG + local - offset]; }
+    }
+    workgroupBarrier();
+    for (var d = 0u; d < DIGITS; d++) { digit_prefix[d * WG + local] += adds[d]; }
+    workgroupBarrier();
+  }
+  if (tile >= params.tiles) { return; }
+  var next = array<u32, DIGITS>();
+  for (var d = 0u; d < DIGITS; d++) {
+    next[d] = counts[d * params.tiles + tile] + digit_prefix[d * WG + local] - mine[d];
+  }
+  for (var j = 0u; j < KPI; j++) {
+    if (first + j < params.n) {
+      let d = digit(keys[j]);
+      keys_out[next[d]] = keys[j];
+      store_value(next[d], values[j]);
+      next[d] += 1u;
+    }
+  }
+}
+)";
+
+// See the file comment. `ranked` holds, during ranking, the subgroups' digit counters (subgroup
+// w, digits 2q and 2q + 1 in the low and high half of word w * WORDS + q) and then the tile's
 // keys in their ranked order; digit_base holds each digit's first place in the tile, then the
 // output index of the tile's place 0 for that digit.
-std::string RadixSort::subgroup_ranked_scatter_wgsl(const Schedule& schedule) const {
-  const std::uint32_t wg = knob(schedule, kWorkgroupSize);
+const char* const kSubgroupRankingWgsl = R"(
+var<workgroup> ranked: array<atomic<u32>, RANKED_WORDS>;
+var<workgroup> digit_base: array<u32, DIGITS>;
+var<workgroup> digit_group_sums: array<u32, WG / MIN_SUBGROUP>;  // the digits' sums per subgroup
+var<workgroup> tile_start: array<u32, DIGITS>;  // the tile's first output place per digit
+
+// The lanes of a vec4u ballot below `lane`.
+fn lanes_below(lane: u32) -> vec4u {
+  var below = vec4u(0u);
+  for (var c = 0u; c < 4u; c++) {
+    if (lane >= c * 32u + 32u) {
+      below[c] = 0xffffffffu;
+    } else if (lane > c * 32u) {
+      below[c] = (1u << (lane - c * 32u)) - 1u;
+    }
+  }
+  return below;
+}
+fn lanes_in(mask: vec4u) -> u32 {
+  let c = countOneBits(mask);
+  return c.x + c.y + c.z + c.w;
+}
+fn first_lane(mask: vec4u) -> u32 {
+  for (var c = 0u; c < 4u; c++) {
+    if (mask[c] != 0u) { return c * 32u + firstTrailingBit(mask[c]); }
+  }
+  return 0u;
+}
+// The lanes holding digit d: one ballot per bit. Most GPUs' subgroups have at most 32
+// lanes, whose ballots are the first word alone (a quarter of the work).
+fn same_digit_narrow(d: u32) -> u32 {
+  var same = subgroupBallot(true).x;
+  for (var bit = 0u; bit < BITS; bit++) {
+    let is_set = ((d >> bit) & 1u) == 1u;
+    let vote = subgroupBallot(is_set).x;
+    same &= select(~vote, vote, is_set);
+  }
+  return same;
+}
+fn same_digit_wide(d: u32) -> vec4u {
+  var same = subgroupBallot(true);
+  for (var bit = 0u; bit < BITS; bit++) {
+    let is_set = ((d >> bit) & 1u) == 1u;
+    let vote = subgroupBallot(is_set);
+    same &= select(~vote, vote, is_set);
+  }
+  return same;
+}
+)";
+
+// The subgroup scatter's entry point in steps; the loops over an invocation's KPI key slots are
+// unrolled (unrolled_loop) around the *_slot bodies, each of which sees its slot as `const j`.
+const char* const kSubgroupScatterHeadWgsl = R"(
+@compute @workgroup_size(WG)
+fn scatter(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+           @builtin(local_invocation_index) local: u32,
+           @builtin(subgroup_invocation_id) lane: u32,
+           @builtin(subgroup_size) sg: u32) {
+  let tile = linear_workgroup(group, groups);
+  if (tile >= params.tiles) { return; }
+  let subgroup = local / sg;
+  for (var w = local; w < COUNTER_WORDS; w += WG) { atomicStore(&ranked[w], 0u); }
+  workgroupBarrier();
+  // The tile's output bases are read now, so that their latency passes during the ranking.
+  for (var d = local; d < DIGITS; d += WG) { tile_start[d] = counts[d * params.tiles + tile]; }
+  let run = tile * (WG * KPI) + subgroup * sg * KPI;
+  let below = lanes_below(lane);
+  // Every key is loaded before the ranking, clamped and selected rather than guarded by a
+  // branch: ballots follow.
+  let last = params.n - 1u;  // a tile exists, so n > 0
+  var keys = array<u32, KPI>();
+  var values = array<u32, KPI>();
+)";
+
+const char* const kLoadSlotWgsl = R"(    let i = run + j * sg + lane;
+    keys[j] = select(0xffffffffu, keys_in[min(i, last)], i < params.n);
+    values[j] = load_value(min(i, last));
+)";
+
+const char* const kPlacesWgsl =
+    R"(  var places = array<u32, KPI>();  // rank among the subgroup's keys of the same digit
+)";
+
+const char* const kRankSlotWgsl = R"(    let d = digit(keys[j]);
+    var rank = 0u;
+    var peers = 0u;
+    var leader = 0u;
+    if (sg <= 32u) {
+      let same = same_digit_narrow(d);
+      rank = countOneBits(same & below.x);
+      peers = countOneBits(same);
+      leader = firstTrailingBit(same);
+    } else {
+      let same = same_digit_wide(d);
+      rank = lanes_in(same & below);
+      peers = lanes_in(same);
+      leader = first_lane(same);
+    }
+    var before = 0u;
+    if (rank == 0u) {
+      let half = 16u * (d & 1u);
+      let word = atomicAdd(&ranked[subgroup * WORDS + d / 2u], peers << half);
+      before = (word >> half) & 0xffffu;
+    }
+    places[j] = subgroupShuffle(before, leader) + rank;
+)";
+
+const char* const kDigitScansWgsl = R"(  workgroupBarrier();
+  // Exclusive scan over the subgroups, two digits per word: each half stays below 2^16.
+  let subgroups = WG / sg;
+  for (var q = local; q < WORDS; q += WG) {
+    var running = 0u;
+    for (var w = 0u; w < subgroups; w++) {
+      let count = atomicLoad(&ranked[w * WORDS + q]);
+      atomicStore(&ranked[w * WORDS + q], running);
+      running += count;
+    }
+    digit_base[2u * q] = running & 0xffffu;
+    digit_base[2u * q + 1u] = running >> 16u;
+  }
+  workgroupBarrier();
+  // Exclusive scan over the digits: invocation t owns digits [t PER, t PER + PER). A subgroup
+  // scan and one barrier, where a workgroup scan takes 2 log2(WG) + 2; the sums are read by
+  // a select, not a branch, since a subgroup scan follows.
+  var owned = 0u;
+  for (var q = 0u; q < PER; q++) {
+    let d = local * PER + q;
+    owned += select(0u, digit_base[min(d, DIGITS - 1u)], d < DIGITS);
+  }
+  var start = subgroupExclusiveAdd(owned);
+  let subgroup_total = subgroupAdd(owned);
+  if (lane == 0u) { digit_group_sums[subgroup] = subgroup_total; }
+  workgroupBarrier();
+  for (var w = 0u; w < subgroup; w++) { start += digit_group_sums[w]; }
+  if (local * PER < DIGITS) {
+    for (var q = 0u; q < PER; q++) {
+      let total = digit_base[local * PER + q];
+      digit_base[local * PER + q] = start;
+      start += total;
+    }
+  }
+  workgroupBarrier();
+)";
+
+const char* const kPlaceSlotWgsl = R"(    let d = digit(keys[j]);
+    let word = atomicLoad(&ranked[subgroup * WORDS + d / 2u]);
+    places[j] += digit_base[d] + ((word >> (16u * (d & 1u))) & 0xffffu);
+)";
+
+const char* const kBarrierWgsl = R"(  workgroupBarrier();
+)";
+
+const char* const kStageSlotWgsl = R"(    atomicStore(&ranked[places[j]], keys[j]);
+    stage_value(places[j], values[j]);
+)";
+
+const char* const kSubgroupScatterTailWgsl = R"(  for (var d = local; d < DIGITS; d += WG) {
+    digit_base[d] = tile_start[d] - digit_base[d];
+  }
+  workgroupBarrier();
+  let valid = min(WG * KPI, params.n - tile * (WG * KPI));
+  for (var p = local; p < valid; p += WG) {
+    let key = atomicLoad(&ranked[p]);
+    keys_out[digit_base[digit(key)] + p] = key;
+    store_value(digit_base[digit(key)] + p, staged_value(p));
+  }
+}
+)";
+
+std::vector<WgslConstant> radix_constants(const Schedule& schedule) {
+  const std::uint32_t tile = knob(schedule, kWorkgroupSize) * knob(schedule, kKeysPerInvocation);
+  const std::uint32_t count_keys = tile / kCountWorkgroup;
+  return {{"WG", knob(schedule, kWorkgroupSize), "invocations of the scan and scatter passes"},
+          {"KPI", knob(schedule, kKeysPerInvocation), "keys per invocation of a tile"},
+          {"DIGITS", 1u << knob(schedule, kDigitBits), ""},
+          {"SCAN_ITEMS", kCountScanItems, "counts per invocation of the counts' scan"},
+          {"COUNT_WG", kCountWorkgroup, "invocations of digit_count"},
+          {"COUNT_KEYS", count_keys, "keys per invocation of digit_count"},
+          {"COUNT_CHUNK", std::min(count_keys, 16u), "keys loaded before they are counted"}};
+}
+
+std::vector<WgslConstant> subgroup_scatter_constants(const Schedule& schedule) {
   const std::uint32_t digits = 1u << knob(schedule, kDigitBits);
-  const std::uint32_t kpi = knob(schedule, kKeysPerInvocation);
-  const std::uint32_t tile = wg * kpi;
+  const std::uint32_t tile = knob(schedule, kWorkgroupSize) * knob(schedule, kKeysPerInvocation);
   const std::uint32_t counter_words = subgroup_counter_words(schedule);
-  const std::uint32_t digits_per_invocation = std::max(1u, digits / wg);
-  std::string wgsl =
-      "\nconst BITS: u32 = " + std::to_string(knob(schedule, kDigitBits)) +
-      "u;\n"
-      "const WORDS: u32 = " +
-      std::to_string(digits / 2) +
-      "u;  // counter words per subgroup\n"
-      "const COUNTER_WORDS: u32 = " +
-      std::to_string(counter_words) +
-      "u;\n"
-      "const PER: u32 = " +
-      std::to_string(digits_per_invocation) +
-      "u;  // digits per invocation in the scan over digits\n"
-      "var<workgroup> ranked: array<atomic<u32>, " +
-      std::to_string(std::max(counter_words, tile)) +
-      ">;\n"
-      "var<workgroup> digit_base: array<u32, DIGITS>;\n"
-      "var<workgroup> digit_group_sums: array<u32, " +
-      std::to_string(wg / kMinSubgroup) +
-      ">;  // the digits' sums per subgroup\n"
-      "var<workgroup> tile_start: array<u32, DIGITS>;  // the tile's first output place per "
-      "digit\n" +
-      std::string(pairs_
-                      ? "var<workgroup> ranked_values: array<u32, " + std::to_string(tile) + ">;\n"
-                      : "") +
-      "\n// The lanes of a vec4u ballot below `lane`.\n"
-      "fn lanes_below(lane: u32) -> vec4u {\n"
-      "  var below = vec4u(0u);\n"
-      "  for (var c = 0u; c < 4u; c++) {\n"
-      "    if (lane >= c * 32u + 32u) {\n"
-      "      below[c] = 0xffffffffu;\n"
-      "    } else if (lane > c * 32u) {\n"
-      "      below[c] = (1u << (lane - c * 32u)) - 1u;\n"
-      "    }\n"
-      "  }\n"
-      "  return below;\n"
-      "}\n"
-      "fn lanes_in(mask: vec4u) -> u32 {\n"
-      "  let c = countOneBits(mask);\n"
-      "  return c.x + c.y + c.z + c.w;\n"
-      "}\n"
-      "fn first_lane(mask: vec4u) -> u32 {\n"
-      "  for (var c = 0u; c < 4u; c++) {\n"
-      "    if (mask[c] != 0u) { return c * 32u + firstTrailingBit(mask[c]); }\n"
-      "  }\n"
-      "  return 0u;\n"
-      "}\n"
-      "// The lanes holding digit d: one ballot per bit. Most GPUs' subgroups have at most 32\n"
-      "// lanes, whose ballots are the first word alone (a quarter of the work).\n"
-      "fn same_digit_narrow(d: u32) -> u32 {\n"
-      "  var same = subgroupBallot(true).x;\n"
-      "  for (var bit = 0u; bit < BITS; bit++) {\n"
-      "    let is_set = ((d >> bit) & 1u) == 1u;\n"
-      "    let vote = subgroupBallot(is_set).x;\n"
-      "    same &= select(~vote, vote, is_set);\n"
-      "  }\n"
-      "  return same;\n"
-      "}\n"
-      "fn same_digit_wide(d: u32) -> vec4u {\n"
-      "  var same = subgroupBallot(true);\n"
-      "  for (var bit = 0u; bit < BITS; bit++) {\n"
-      "    let is_set = ((d >> bit) & 1u) == 1u;\n"
-      "    let vote = subgroupBallot(is_set);\n"
-      "    same &= select(~vote, vote, is_set);\n"
-      "  }\n"
-      "  return same;\n"
-      "}\n\n"
-      "@compute @workgroup_size(WG)\n"
-      "fn scatter(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,\n"
-      "           @builtin(local_invocation_index) local: u32,\n"
-      "           @builtin(subgroup_invocation_id) lane: u32,\n"
-      "           @builtin(subgroup_size) sg: u32) {\n"
-      "  let tile = linear_workgroup(group, groups);\n"
-      "  if (tile >= params.tiles) { return; }\n"
-      "  let subgroup = local / sg;\n"
-      "  for (var w = local; w < COUNTER_WORDS; w += WG) { atomicStore(&ranked[w], 0u); }\n"
-      "  workgroupBarrier();\n"
-      // The tile's output bases are read now, so that their latency passes during the ranking.
-      "  for (var d = local; d < DIGITS; d += WG) { tile_start[d] = counts[d * params.tiles + "
-      "tile]; }\n"
-      "  let run = tile * (WG * KPI) + subgroup * sg * KPI;\n"
-      "  let below = lanes_below(lane);\n"
-      // Every key is loaded before the ranking, clamped and selected rather than guarded by a
-      // branch: ballots follow.
-      "  let last = params.n - 1u;  // a tile exists, so n > 0\n"
-      "  var keys = array<u32, KPI>();\n" +
-      std::string(pairs_ ? "  var values = array<u32, KPI>();\n" : "") +
-      unrolled_loop("j", kpi,
-                    "    let i = run + j * sg + lane;\n"
-                    "    keys[j] = select(0xffffffffu, keys_in[min(i, last)], i < params.n);\n" +
-                        std::string(pairs_ ? "    values[j] = values_in[min(i, last)];\n" : "")) +
-      "  var places = array<u32, KPI>();  // rank among the subgroup's keys of the same "
-      "digit\n" +
-      unrolled_loop(
-          "j", kpi,
-          "    let d = digit(keys[j]);\n"
-          "    var rank = 0u;\n"
-          "    var peers = 0u;\n"
-          "    var leader = 0u;\n"
-          "    if (sg <= 32u) {\n"
-          "      let same = same_digit_narrow(d);\n"
-          "      rank = countOneBits(same & below.x);\n"
-          "      peers = countOneBits(same);\n"
-          "      leader = firstTrailingBit(same);\n"
-          "    } else {\n"
-          "      let same = same_digit_wide(d);\n"
-          "      rank = lanes_in(same & below);\n"
-          "      peers = lanes_in(same);\n"
-          "      leader = first_lane(same);\n"
-          "    }\n"
-          "    var before = 0u;\n"
-          "    if (rank == 0u) {\n"
-          "      let half = 16u * (d & 1u);\n"
-          "      let word = atomicAdd(&ranked[subgroup * WORDS + d / 2u], peers << half);\n"
-          "      before = (word >> half) & 0xffffu;\n"
-          "    }\n"
-          "    places[j] = subgroupShuffle(before, leader) + rank;\n") +
-      "  workgroupBarrier();\n"
-      // Exclusive scan over the subgroups, two digits per word: each half stays below 2^16.
-      "  let subgroups = WG / sg;\n"
-      "  for (var q = local; q < WORDS; q += WG) {\n"
-      "    var running = 0u;\n"
-      "    for (var w = 0u; w < subgroups; w++) {\n"
-      "      let count = atomicLoad(&ranked[w * WORDS + q]);\n"
-      "      atomicStore(&ranked[w * WORDS + q], running);\n"
-      "      running += count;\n"
-      "    }\n"
-      "    digit_base[2u * q] = running & 0xffffu;\n"
-      "    digit_base[2u * q + 1u] = running >> 16u;\n"
-      "  }\n"
-      "  workgroupBarrier();\n"
-      // Exclusive scan over the digits: invocation t owns digits [t PER, t PER + PER). A subgroup
-      // scan and one barrier, where a workgroup scan takes 2 log2(WG) + 2; the sums are read by
-      // a select, not a branch, since a subgroup scan follows.
-      "  var owned = 0u;\n"
-      "  for (var q = 0u; q < PER; q++) {\n"
-      "    let d = local * PER + q;\n"
-      "    owned += select(0u, digit_base[min(d, DIGITS - 1u)], d < DIGITS);\n"
-      "  }\n"
-      "  var start = subgroupExclusiveAdd(owned);\n"
-      "  let subgroup_total = subgroupAdd(owned);\n"
-      "  if (lane == 0u) { digit_group_sums[subgroup] = subgroup_total; }\n"
-      "  workgroupBarrier();\n"
-      "  for (var w = 0u; w < subgroup; w++) { start += digit_group_sums[w]; }\n"
-      "  if (local * PER < DIGITS) {\n"
-      "    for (var q = 0u; q < PER; q++) {\n"
-      "      let total = digit_base[local * PER + q];\n"
-      "      digit_base[local * PER + q] = start;\n"
-      "      start += total;\n"
-      "    }\n"
-      "  }\n"
-      "  workgroupBarrier();\n" +
-      unrolled_loop("j", kpi,
-                    "    let d = digit(keys[j]);\n"
-                    "    let word = atomicLoad(&ranked[subgroup * WORDS + d / 2u]);\n"
-                    "    places[j] += digit_base[d] + ((word >> (16u * (d & 1u))) & 0xffffu);\n") +
-      "  workgroupBarrier();\n" +
-      unrolled_loop("j", kpi,
-                    "    atomicStore(&ranked[places[j]], keys[j]);\n" +
-                        std::string(pairs_ ? "    ranked_values[places[j]] = values[j];\n" : "")) +
-      "  for (var d = local; d < DIGITS; d += WG) {\n"
-      "    digit_base[d] = tile_start[d] - digit_base[d];\n"
-      "  }\n"
-      "  workgroupBarrier();\n"
-      "  let valid = min(WG * KPI, params.n - tile * (WG * KPI));\n"
-      "  for (var p = local; p < valid; p += WG) {\n"
-      "    let key = atomicLoad(&ranked[p]);\n"
-      "    keys_out[digit_base[digit(key)] + p] = key;\n" +
-      std::string(pairs_ ? "    values_out[digit_base[digit(key)] + p] = ranked_values[p];\n"
-                         : "") +
-      "  }\n"
-      "}\n";
-  return wgsl;
+  return {{"BITS", knob(schedule, kDigitBits), ""},
+          {"MIN_SUBGROUP", kMinSubgroup, "the smallest subgroup the counters have room for"},
+          {"WORDS", digits / 2, "counter words per subgroup"},
+          {"COUNTER_WORDS", counter_words, ""},
+          {"RANKED_WORDS", std::max(counter_words, tile), "the counters, then the ranked tile"},
+          {"PER", std::max(1u, digits / knob(schedule, kWorkgroupSize)),
+           "digits per invocation in the scan over digits"}};
+}
+
+std::string RadixSort::subgroup_ranked_scatter_wgsl(const Schedule& schedule) const {
+  const std::uint32_t kpi = knob(schedule, kKeysPerInvocation);
+  return "\n" + constant_declarations(subgroup_scatter_constants(schedule)) +
+         (pairs_ ? kStagedPairValuesWgsl : "") + kSubgroupRankingWgsl + kSubgroupScatterHeadWgsl +
+         unrolled_loop("j", kpi, kLoadSlotWgsl) + kPlacesWgsl +
+         unrolled_loop("j", kpi, kRankSlotWgsl) + kDigitScansWgsl +
+         unrolled_loop("j", kpi, kPlaceSlotWgsl) + kBarrierWgsl +
+         unrolled_loop("j", kpi, kStageSlotWgsl) + kSubgroupScatterTailWgsl;
+}
+
+std::string RadixSort::generate_wgsl(const Schedule& schedule) const {
+  const bool subgroups = knob(schedule, kUseSubgroups) == 1;
+  const bool packed_count = subgroups && knob(schedule, kDigitBits) <= 4;
+  const std::string values = pairs_ ? kPairValuesWgsl : kKeyOnlyValuesWgsl;
+  return std::string(subgroups ? "enable subgroups;\n" : "") + kLinearWorkgroupWgsl + kParamsWgsl +
+         binding_declarations(wgsl_bindings(schedule)) + "\n" +
+         constant_declarations(radix_constants(schedule)) + "\n" + kWorkgroupScanWgsl +
+         kCountsScanWgsl + kDigitCountWgsl +
+         (packed_count ? kPackedDigitCountWgsl : kAtomicDigitCountWgsl) + values +
+         (subgroups ? subgroup_ranked_scatter_wgsl(schedule)
+                    : std::string(kInvocationRankedScatterWgsl));
 }
 
 CaseVerdict RadixSort::check(const CaseInputs& inputs,

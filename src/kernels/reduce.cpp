@@ -39,6 +39,10 @@ const KnobSpec kItemsPerInvocation{
 const KnobSpec kVectorWidth{"vector_width", "elements per load", {1, 4}, 1};
 const KnobSpec kUseSubgroups{"use_subgroups", "reduce within subgroups first", {0, 1}, 0};
 
+const char* const kParamsWgsl = R"(
+struct Params { n: u32, workgroups: u32 }
+)";
+
 class Reduce final : public KernelDefinition {
  public:
   explicit Reduce(ReduceOp op) : op_(op) {}
@@ -282,166 +286,223 @@ class Reduce final : public KernelDefinition {
   ReduceOp op_;
 };
 
-std::string Reduce::generate_wgsl(const Schedule& schedule) const {
-  const std::string wg = std::to_string(knob(schedule, kWorkgroupSize));
-  const std::string items = std::to_string(knob(schedule, kItemsPerInvocation));
-  const bool vec4 = knob(schedule, kVectorWidth) == 4;
-  const bool subgroups = knob(schedule, kUseSubgroups) == 1;
-  const bool float_sum = op_ == ReduceOp::kSumF32;
-  // The accumulator: f32 for the f32 sum, u32 (values or keys) for the others.
-  const std::string acc_type = float_sum ? "f32" : "u32";
-  std::string identity = "0u";
-  std::string combine = "a + b";
-  std::string subgroup_op = "subgroupAdd";
-  std::string nan_key = "0u";
-  if (float_sum) identity = "0.0";
-  if (op_ == ReduceOp::kMinF32) {
-    identity = "0xffffffffu";
-    combine = "min(a, b)";
-    subgroup_op = "subgroupMin";
-    nan_key = "0u";
-  } else if (op_ == ReduceOp::kMaxF32) {
-    identity = "0u";
-    combine = "max(a, b)";
-    subgroup_op = "subgroupMax";
-    nan_key = "0xffffffffu";
-  }
-  const std::string element_type = float_sum ? "f32" : "u32";  // min/max read raw bits
+// --- WGSL -----------------------------------------------------------------------------------
+// The shader is: the op's module (its accumulator type Acc, IDENTITY, combine, lift and how a
+// workgroup's total is published), the load of one vector, the workgroup reduction, the
+// invocation's ids, the tile's total and the op's entry points. The schedule's values enter as
+// constants (WG, ITEMS).
 
-  std::string wgsl;
-  if (subgroups) wgsl += "enable subgroups;\n";
-  wgsl += kLinearWorkgroupWgsl;
-  wgsl += "\nstruct Params { n: u32, workgroups: u32 }\n" +
-          binding_declarations(wgsl_bindings(schedule));
-  wgsl += "\nfn combine(a: " + acc_type + ", b: " + acc_type + ") -> " + acc_type + " { return " +
-          combine + "; }\n";
-  // One element as an accumulator value (keys for min/max; NaN gets the winning key).
-  if (op_ == ReduceOp::kMinF32 || op_ == ReduceOp::kMaxF32) {
-    wgsl +=
-        "fn lift(bits: u32) -> u32 {\n"
-        "  if ((bits & 0x7fffffffu) > 0x7f800000u) { return " +
-        nan_key +
-        "; }\n"
-        "  return select(bits | 0x80000000u, ~bits, (bits & 0x80000000u) != 0u);\n"
-        "}\n";
-  } else {
-    wgsl += "fn lift(value: " + element_type + ") -> " + acc_type + " { return value; }\n";
+const char* const kSumF32Wgsl = R"(
+alias Acc = f32;
+const IDENTITY: Acc = 0.0;
+fn combine(a: Acc, b: Acc) -> Acc { return a + b; }
+fn lift(value: f32) -> Acc { return value; }
+)";
+
+const char* const kSumU32Wgsl = R"(
+alias Acc = u32;
+const IDENTITY: Acc = 0u;
+fn combine(a: Acc, b: Acc) -> Acc { return a + b; }
+fn lift(value: u32) -> Acc { return value; }
+fn clear_result() { atomicStore(&result[0], IDENTITY); }
+fn publish(total: Acc) { atomicAdd(&result[0], total); }
+)";
+
+// min and max combine order-preserving u32 keys of the f32 bits (negative values flipped), so
+// that subnormals are never flushed; NAN_KEY, the key a NaN gets, wins every comparison.
+const char* const kMinF32Wgsl = R"(
+alias Acc = u32;
+const IDENTITY: Acc = 0xffffffffu;
+const NAN_KEY: u32 = 0u;
+fn combine(a: Acc, b: Acc) -> Acc { return min(a, b); }
+fn clear_result() { atomicStore(&key[0], IDENTITY); }
+fn publish(total: Acc) { atomicMin(&key[0], total); }
+)";
+
+const char* const kMaxF32Wgsl = R"(
+alias Acc = u32;
+const IDENTITY: Acc = 0u;
+const NAN_KEY: u32 = 0xffffffffu;
+fn combine(a: Acc, b: Acc) -> Acc { return max(a, b); }
+fn clear_result() { atomicStore(&key[0], IDENTITY); }
+fn publish(total: Acc) { atomicMax(&key[0], total); }
+)";
+
+const char* const kKeyLiftWgsl = R"(
+fn lift(bits: u32) -> u32 {
+  if ((bits & 0x7fffffffu) > 0x7f800000u) { return NAN_KEY; }
+  return select(bits | 0x80000000u, ~bits, (bits & 0x80000000u) != 0u);
+}
+)";
+
+const char* const kSubgroupAddWgsl = R"(
+fn subgroup_combine(value: Acc) -> Acc { return subgroupAdd(value); }
+)";
+const char* const kSubgroupMinWgsl = R"(
+fn subgroup_combine(value: Acc) -> Acc { return subgroupMin(value); }
+)";
+const char* const kSubgroupMaxWgsl = R"(
+fn subgroup_combine(value: Acc) -> Acc { return subgroupMax(value); }
+)";
+
+const char* const kScalarLoadWgsl = R"(
+fn vector_count() -> u32 { return params.n; }
+fn load(i: u32) -> Acc { return lift(x[i]); }
+)";
+
+const char* const kVec4LoadWgsl = R"(
+fn vector_count() -> u32 { return (params.n + 3u) / 4u; }
+// Vector i, its lanes past n left out.
+fn load(i: u32) -> Acc {
+  let v = x[i];
+  let first = i * 4u;
+  var acc = lift(v.x);
+  if (first + 1u < params.n) { acc = combine(acc, lift(v.y)); }
+  if (first + 2u < params.n) { acc = combine(acc, lift(v.z)); }
+  if (first + 3u < params.n) { acc = combine(acc, lift(v.w)); }
+  return acc;
+}
+)";
+
+// The workgroup's reduction; its result is valid in invocation 0. A tree in workgroup memory,
+// or (with subgroups) each subgroup's total in a slot and invocation 0 combining the slots.
+const char* const kTreeReduceWgsl = R"(
+var<workgroup> scratch: array<Acc, WG>;
+fn workgroup_reduce(value: Acc, local: u32, lane: u32) -> Acc {
+  scratch[local] = value;
+  workgroupBarrier();
+  for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
+    if (local < stride) { scratch[local] = combine(scratch[local], scratch[local + stride]); }
+    workgroupBarrier();
   }
-  // Loads vector i, masking lanes past n with the identity.
-  wgsl += "fn load(i: u32) -> " + acc_type + " {\n";
-  if (vec4) {
-    wgsl +=
-        "  let v = x[i];\n"
-        "  let first = i * 4u;\n"
-        "  var acc = lift(v.x);\n"
-        "  if (first + 1u < params.n) { acc = combine(acc, lift(v.y)); }\n"
-        "  if (first + 2u < params.n) { acc = combine(acc, lift(v.z)); }\n"
-        "  if (first + 3u < params.n) { acc = combine(acc, lift(v.w)); }\n"
-        "  return acc;\n";
-  } else {
-    wgsl += "  return lift(x[i]);\n";
+  return scratch[0];
+}
+)";
+
+const char* const kSubgroupReduceWgsl = R"(
+var<workgroup> scratch: array<Acc, WG>;
+var<workgroup> slots: atomic<u32>;
+fn workgroup_reduce(value: Acc, local: u32, lane: u32) -> Acc {
+  let partial = subgroup_combine(value);
+  if (lane == 0u) { scratch[atomicAdd(&slots, 1u)] = partial; }
+  workgroupBarrier();
+  var total = IDENTITY;
+  if (local == 0u) {
+    let count = atomicLoad(&slots);
+    for (var s = 0u; s < count; s++) { total = combine(total, scratch[s]); }
   }
-  wgsl += "}\n\n";
-  // Workgroup reduction; the result is valid in invocation 0.
-  wgsl += "var<workgroup> scratch: array<" + acc_type + ", " + wg + ">;\n";
-  if (subgroups) {
-    wgsl +=
-        "var<workgroup> slots: atomic<u32>;\n"
-        "fn workgroup_reduce(value: " +
-        acc_type + ", local: u32, lane: u32) -> " + acc_type +
-        " {\n"
-        "  let partial = " +
-        subgroup_op +
-        "(value);\n"
-        "  if (lane == 0u) { scratch[atomicAdd(&slots, 1u)] = partial; }\n"
-        "  workgroupBarrier();\n"
-        "  var total = " +
-        identity +
-        ";\n"
-        "  if (local == 0u) {\n"
-        "    let count = atomicLoad(&slots);\n"
-        "    for (var s = 0u; s < count; s++) { total = combine(total, scratch[s]); }\n"
-        "  }\n"
-        "  return total;\n"
-        "}\n";
-  } else {
-    wgsl += "fn workgroup_reduce(value: " + acc_type + ", local: u32, lane: u32) -> " + acc_type +
-            " {\n"
-            "  scratch[local] = value;\n"
-            "  workgroupBarrier();\n"
-            "  for (var stride = " +
-            wg +
-            "u / 2u; stride > 0u; stride /= 2u) {\n"
-            "    if (local < stride) { scratch[local] = combine(scratch[local], scratch[local + "
-            "stride]); }\n"
-            "    workgroupBarrier();\n"
-            "  }\n"
-            "  return scratch[0];\n"
-            "}\n";
+  return total;
+}
+)";
+
+const char* const kInvocationWgsl = R"(
+struct Invocation {
+  @builtin(workgroup_id) group: vec3u,
+  @builtin(num_workgroups) groups: vec3u,
+  @builtin(local_invocation_index) local: u32,
+}
+fn lane_of(id: Invocation) -> u32 { return 0u; }
+)";
+
+const char* const kSubgroupInvocationWgsl = R"(
+struct Invocation {
+  @builtin(workgroup_id) group: vec3u,
+  @builtin(num_workgroups) groups: vec3u,
+  @builtin(local_invocation_index) local: u32,
+  @builtin(subgroup_invocation_id) lane: u32,
+}
+fn lane_of(id: Invocation) -> u32 { return id.lane; }
+)";
+
+// The combined value of the workgroup's share (WG * ITEMS vectors, each invocation's WG apart),
+// valid in invocation 0.
+const char* const kTileTotalWgsl = R"(
+fn tile_total(id: Invocation) -> Acc {
+  let vectors = vector_count();
+  let first = linear_workgroup(id.group, id.groups) * (WG * ITEMS) + id.local;
+  var acc = IDENTITY;
+  for (var item = 0u; item < ITEMS; item++) {
+    let i = first + item * WG;
+    if (i < vectors) { acc = combine(acc, load(i)); }
   }
-  const std::string builtins =
-      "(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,\n"
-      "  @builtin(local_invocation_index) local: u32" +
-      std::string(subgroups ? ", @builtin(subgroup_invocation_id) lane: u32" : "") + ")";
-  const std::string lane = subgroups ? "lane" : "0u";
-  const std::string vectors = vec4 ? "(params.n + 3u) / 4u" : "params.n";
-  // Each workgroup's share.
-  const std::string tile_body =
-      "  let index = linear_workgroup(group, groups);\n"
-      "  let vectors = " +
-      vectors +
-      ";\n"
-      "  let first = index * (" +
-      wg + "u * " + items +
-      "u) + local;\n"
-      "  var acc = " +
-      identity +
-      ";\n"
-      "  for (var item = 0u; item < " +
-      items +
-      "u; item++) {\n"
-      "    let i = first + item * " +
-      wg +
-      "u;\n"
-      "    if (i < vectors) { acc = combine(acc, load(i)); }\n"
-      "  }\n"
-      "  let total = workgroup_reduce(acc, local, " +
-      lane + ");\n";
-  if (float_sum) {
-    wgsl += "\n@compute @workgroup_size(" + wg + ")\nfn partial_sums" + builtins + " {\n" +
-            tile_body +
-            "  if (local == 0u && index < params.workgroups) { partials[index] = total; }\n}\n";
-    wgsl += "\n@compute @workgroup_size(" + wg + ")\nfn total_sum" + builtins +
-            " {\n"
-            "  var acc = 0.0;\n"
-            "  for (var i = local; i < params.workgroups; i += " +
-            wg +
-            "u) { acc += partials[i]; }\n"
-            "  let sum = workgroup_reduce(acc, local, " +
-            lane +
-            ");\n"
-            "  if (local == 0u) { result[0] = sum; }\n}\n";
-    return wgsl;
+  return workgroup_reduce(acc, id.local, lane_of(id));
+}
+)";
+
+const char* const kTwoPassSumWgsl = R"(
+@compute @workgroup_size(WG)
+fn partial_sums(id: Invocation) {
+  let total = tile_total(id);
+  let index = linear_workgroup(id.group, id.groups);
+  if (id.local == 0u && index < params.workgroups) { partials[index] = total; }
+}
+
+@compute @workgroup_size(WG)
+fn total_sum(id: Invocation) {
+  var acc = 0.0;
+  for (var i = id.local; i < params.workgroups; i += WG) { acc += partials[i]; }
+  let sum = workgroup_reduce(acc, id.local, lane_of(id));
+  if (id.local == 0u) { result[0] = sum; }
+}
+)";
+
+const char* const kAtomicReduceWgsl = R"(
+@compute @workgroup_size(1)
+fn init() { clear_result(); }
+
+@compute @workgroup_size(WG)
+fn reduce(id: Invocation) {
+  let total = tile_total(id);
+  let index = linear_workgroup(id.group, id.groups);
+  if (id.local == 0u && index < params.workgroups) { publish(total); }
+}
+)";
+
+// The winning key back to f32 bits (NaN as the quiet NaN 0x7fc00000).
+const char* const kKeyFinishWgsl = R"(
+@compute @workgroup_size(1)
+fn finish() {
+  let k = atomicLoad(&key[0]);
+  if (k == NAN_KEY) { result[0] = 0x7fc00000u; return; }
+  result[0] = select(~k, k & 0x7fffffffu, (k & 0x80000000u) != 0u);
+}
+)";
+
+// The op's own modules: accumulator and publishing, subgroup combine, entry points.
+struct OpWgsl {
+  std::string accumulator;
+  const char* subgroup_combine;
+  std::string entry_points;
+};
+
+OpWgsl op_wgsl(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSumF32:
+      return {kSumF32Wgsl, kSubgroupAddWgsl, kTwoPassSumWgsl};
+    case ReduceOp::kSumU32:
+      return {kSumU32Wgsl, kSubgroupAddWgsl, kAtomicReduceWgsl};
+    case ReduceOp::kMinF32:
+      return {std::string(kMinF32Wgsl) + kKeyLiftWgsl, kSubgroupMinWgsl,
+              std::string(kAtomicReduceWgsl) + kKeyFinishWgsl};
+    case ReduceOp::kMaxF32:
+      return {std::string(kMaxF32Wgsl) + kKeyLiftWgsl, kSubgroupMaxWgsl,
+              std::string(kAtomicReduceWgsl) + kKeyFinishWgsl};
   }
-  const std::string target = op_ == ReduceOp::kSumU32 ? "result" : "key";
-  const std::string atomic = op_ == ReduceOp::kSumU32   ? "atomicAdd"
-                             : op_ == ReduceOp::kMinF32 ? "atomicMin"
-                                                        : "atomicMax";
-  wgsl += "\n@compute @workgroup_size(1)\nfn init() { atomicStore(&" + target + "[0], " + identity +
-          "); }\n";
-  wgsl += "\n@compute @workgroup_size(" + wg + ")\nfn reduce" + builtins + " {\n" + tile_body +
-          "  if (local == 0u && index < params.workgroups) { " + atomic + "(&" + target +
-          "[0], total); }\n}\n";
-  if (op_ != ReduceOp::kSumU32) {
-    wgsl +=
-        "\n@compute @workgroup_size(1)\nfn finish() {\n"
-        "  let k = atomicLoad(&key[0]);\n"
-        "  if (k == " +
-        nan_key +
-        ") { result[0] = 0x7fc00000u; return; }\n"
-        "  result[0] = select(~k, k & 0x7fffffffu, (k & 0x80000000u) != 0u);\n}\n";
-  }
-  return wgsl;
+  return {};
+}
+
+std::string Reduce::generate_wgsl(const Schedule& schedule) const {
+  const bool subgroups = knob(schedule, kUseSubgroups) == 1;
+  const OpWgsl op = op_wgsl(op_);
+  return std::string(subgroups ? "enable subgroups;\n" : "") + kLinearWorkgroupWgsl + kParamsWgsl +
+         binding_declarations(wgsl_bindings(schedule)) + "\n" +
+         constant_declarations(
+             {{"WG", knob(schedule, kWorkgroupSize), "invocations per workgroup"},
+              {"ITEMS", knob(schedule, kItemsPerInvocation), "vectors per invocation"}}) +
+         op.accumulator + (subgroups ? op.subgroup_combine : "") +
+         (knob(schedule, kVectorWidth) == 4 ? kVec4LoadWgsl : kScalarLoadWgsl) +
+         (subgroups ? kSubgroupReduceWgsl : kTreeReduceWgsl) +
+         (subgroups ? kSubgroupInvocationWgsl : kInvocationWgsl) + kTileTotalWgsl + op.entry_points;
 }
 
 }  // namespace

@@ -33,6 +33,22 @@ const KnobSpec kClaimTiles{
     {1, 0},
     1};
 
+const char* const kParamsWgsl = R"(struct Params { n: u32, tiles: u32 }
+)";
+
+// The chained scan's items are the values; each output vector is its prefix plus the
+// exclusive scan within the vector.
+const char* const kScanWgsl = R"(
+const PAD: u32 = 0u;
+fn scan_items(raw: vec4u) -> vec4u { return raw; }
+fn scan_store(v: u32, raw: vec4u, items: vec4u, tile_prefix: u32, offset: u32) {
+  y[v] = tile_prefix + offset +
+         vec4u(0u, items.x, items.x + items.y, items.x + items.y + items.z);
+}
+fn scan_finish_tile(tile_prefix: u32, tile_total: u32, local: u32) {}
+fn scan_total(total: u32) {}
+)";
+
 class ScanExclusiveU32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "scan_exclusive_u32"; }
@@ -69,16 +85,7 @@ class ScanExclusiveU32 final : public KernelDefinition {
   std::string generate_wgsl(const Schedule& schedule) const override {
     return chained_scan_wgsl(
         shape(schedule),
-        "struct Params { n: u32, tiles: u32 }\n" + binding_declarations(wgsl_bindings(schedule)) +
-            "\n"
-            "const PAD: u32 = 0u;\n"
-            "fn scan_items(raw: vec4u) -> vec4u { return raw; }\n"
-            "fn scan_store(v: u32, raw: vec4u, items: vec4u, tile_prefix: u32, offset: u32) {\n"
-            "  y[v] = tile_prefix + offset +\n"
-            "         vec4u(0u, items.x, items.x + items.y, items.x + items.y + items.z);\n"
-            "}\n"
-            "fn scan_finish_tile(tile_prefix: u32, tile_total: u32, local: u32) {}\n"
-            "fn scan_total(total: u32) {}\n");
+        std::string(kParamsWgsl) + binding_declarations(wgsl_bindings(schedule)) + kScanWgsl);
   }
 
   Result<DispatchPlan> plan(const Schedule& schedule, const Problem& problem,

@@ -8,12 +8,15 @@ struct Params { vectors: u32, a: f32, b: f32 }
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 
-@compute @workgroup_size(256)
+const WG: u32 = 256u;  // invocations per workgroup
+const ITEMS: u32 = 1u;  // vectors per invocation
+
+@compute @workgroup_size(WG)
 fn affine(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
           @builtin(local_invocation_index) local: u32) {
-  let first = linear_workgroup(group, groups) * (256u * 1u) + local;
-  for (var item = 0u; item < 1u; item++) {
-    let i = first + item * 256u;
+  let first = linear_workgroup(group, groups) * (WG * ITEMS) + local;
+  for (var item = 0u; item < ITEMS; item++) {
+    let i = first + item * WG;
     if (i < params.vectors) {
       y[i] = params.a * x[i] + params.b;
     }

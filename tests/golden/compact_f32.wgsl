@@ -12,7 +12,7 @@ struct Params { n: u32, tiles: u32, keep_low: u32, keep_span: u32 }
 @group(0) @binding(4) var<storage, read_write> count: array<u32>;
 
 const PAD: u32 = 0x7fffffffu;  // a NaN, never kept
-fn scan_items(raw: vec4u) -> vec4u {  // no branch: see scan_items
+fn scan_items(raw: vec4u) -> vec4u {
   let key = raw ^ (bitcast<vec4u>(bitcast<vec4i>(raw) >> vec4u(31u)) | vec4u(0x80000000u));
   return select(vec4u(0u), vec4u(1u), key - vec4u(params.keep_low) < vec4u(params.keep_span));
 }
@@ -38,11 +38,11 @@ fn vector_count() -> u32 { return (params.n + 3u) / 4u; }
 
 fn sum4(v: vec4u) -> u32 { return v.x + v.y + v.z + v.w; }
 
-var<workgroup> scan_scratch: array<u32, 256>;
+var<workgroup> scan_scratch: array<u32, WG>;
 fn workgroup_exclusive_scan(value: u32, local: u32) -> vec2u {
   scan_scratch[local] = value;
   workgroupBarrier();
-  for (var offset = 1u; offset < 256u; offset *= 2u) {
+  for (var offset = 1u; offset < WG; offset *= 2u) {
     var add = 0u;
     if (local >= offset) { add = scan_scratch[local - offset]; }
     workgroupBarrier();
@@ -50,7 +50,7 @@ fn workgroup_exclusive_scan(value: u32, local: u32) -> vec2u {
     workgroupBarrier();
   }
   let inclusive = scan_scratch[local];
-  let total = scan_scratch[256u - 1u];
+  let total = scan_scratch[WG - 1u];
   workgroupBarrier();
   return vec2u(inclusive - value, total);
 }

@@ -12,10 +12,15 @@ struct Params { m: u32, n: u32, k: u32, tiles_n: u32 }
 const TILE_M: u32 = 64u;
 const TILE_N: u32 = 64u;
 const TILE_K: u32 = 16u;
+const RT: u32 = 16u;  // rows of invocations
+const CT: u32 = 16u;  // columns of invocations
 const INVOCATIONS: u32 = 256u;
+const ACCUMULATORS: u32 = 4u;  // vec4f per invocation
+const A_LOADS: u32 = 4u;  // A's values each invocation stages
+const B_LOADS: u32 = 4u;  // B's values each invocation stages
 
-var<workgroup> tile_a: array<array<vec4f, 16>, 16>;  // [depth][row / 4]
-var<workgroup> tile_b: array<array<vec4f, 16>, 16>;  // [depth][column / 4]
+var<workgroup> tile_a: array<array<vec4f, TILE_M / 4u>, TILE_K>;
+var<workgroup> tile_b: array<array<vec4f, TILE_N / 4u>, TILE_K>;
 
 fn load_a(row0: u32, k0: u32, e: u32) -> f32 {
   let r = row0 + e / TILE_K;
@@ -29,35 +34,45 @@ fn load_b(col0: u32, k0: u32, e: u32) -> f32 {
   if (d < params.k && col < params.n) { return b[d * params.n + col]; }
   return 0.0;
 }
+fn store_row(r: u32, col: u32, values: vec4f) {
+  if (r >= params.m) { return; }
+  for (var j = 0u; j < 4u; j++) {
+    if (col + j < params.n) { c[r * params.n + col + j] = values[j]; }
+  }
+}
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(INVOCATIONS)
 fn gemm(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
         @builtin(local_invocation_index) local: u32) {
   let tile = linear_workgroup(group, groups);
   let row0 = (tile / params.tiles_n) * TILE_M;
   let col0 = (tile % params.tiles_n) * TILE_N;
-  let ty = local / 16u;
-  let tx = local % 16u;
-  var acc = array<vec4f, 4>();
-  var next_a = array<f32, 4>();
-  var next_b = array<f32, 4>();
-  for (var s = 0u; s < 4u; s++) { next_a[s] = load_a(row0, 0u, local + s * INVOCATIONS); }
-  for (var s = 0u; s < 4u; s++) { next_b[s] = load_b(col0, 0u, local + s * INVOCATIONS); }
+  let ty = local / CT;
+  let tx = local % CT;
+  var acc = array<vec4f, ACCUMULATORS>();
+  var next_a = array<f32, A_LOADS>();
+  var next_b = array<f32, B_LOADS>();
+  for (var s = 0u; s < A_LOADS; s++) { next_a[s] = load_a(row0, 0u, local + s * INVOCATIONS); }
+  for (var s = 0u; s < B_LOADS; s++) { next_b[s] = load_b(col0, 0u, local + s * INVOCATIONS); }
   for (var k0 = 0u; k0 < params.k; k0 += TILE_K) {
-    for (var s = 0u; s < 4u; s++) {
+    for (var s = 0u; s < A_LOADS; s++) {
       let e = local + s * INVOCATIONS;
       let r = e / TILE_K;
       tile_a[e % TILE_K][r / 4u][r % 4u] = next_a[s];
     }
-    for (var s = 0u; s < 4u; s++) {
+    for (var s = 0u; s < B_LOADS; s++) {
       let e = local + s * INVOCATIONS;
       let col = e % TILE_N;
       tile_b[e / TILE_N][col / 4u][col % 4u] = next_b[s];
     }
     workgroupBarrier();
     if (k0 + TILE_K < params.k) {
-      for (var s = 0u; s < 4u; s++) { next_a[s] = load_a(row0, k0 + TILE_K, local + s * INVOCATIONS); }
-      for (var s = 0u; s < 4u; s++) { next_b[s] = load_b(col0, k0 + TILE_K, local + s * INVOCATIONS); }
+      for (var s = 0u; s < A_LOADS; s++) {
+        next_a[s] = load_a(row0, k0 + TILE_K, local + s * INVOCATIONS);
+      }
+      for (var s = 0u; s < B_LOADS; s++) {
+        next_b[s] = load_b(col0, k0 + TILE_K, local + s * INVOCATIONS);
+      }
     }
     for (var d = 0u; d < TILE_K; d++) {
       let a0 = tile_a[d][0u + ty];
@@ -73,11 +88,4 @@ fn gemm(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: ve
   store_row(row0 + 1u + 4u * ty, col0 + 0u + 4u * tx, acc[1]);
   store_row(row0 + 2u + 4u * ty, col0 + 0u + 4u * tx, acc[2]);
   store_row(row0 + 3u + 4u * ty, col0 + 0u + 4u * tx, acc[3]);
-}
-
-fn store_row(r: u32, col: u32, values: vec4f) {
-  if (r >= params.m) { return; }
-  for (var j = 0u; j < 4u; j++) {
-    if (col + j < params.n) { c[r * params.n + col + j] = values[j]; }
-  }
 }

@@ -12,21 +12,19 @@ struct Params { n: u32, tiles: u32, shift: u32, count_length: u32, count_blocks:
 @group(0) @binding(5) var<storage, read> values_in: array<u32>;
 @group(0) @binding(6) var<storage, read_write> values_out: array<u32>;
 
-const WG: u32 = 128u;
-const KPI: u32 = 4u;
+const WG: u32 = 128u;  // invocations of the scan and scatter passes
+const KPI: u32 = 4u;  // keys per invocation of a tile
 const DIGITS: u32 = 16u;
-fn digit(key: u32) -> u32 { return (key >> params.shift) & 15u; }
-fn scan_length() -> u32 { return params.count_length; }
-fn scan_blocks() -> u32 { return params.count_blocks; }
-fn scan_value(i: u32) -> u32 { return counts[i]; }
-fn scan_store(i: u32, prefix: u32) { counts[i] = prefix; }
-fn scan_total(total: u32) {}
+const SCAN_ITEMS: u32 = 4u;  // counts per invocation of the counts' scan
+const COUNT_WG: u32 = 64u;  // invocations of digit_count
+const COUNT_KEYS: u32 = 8u;  // keys per invocation of digit_count
+const COUNT_CHUNK: u32 = 8u;  // keys loaded before they are counted
 
-var<workgroup> scan_scratch: array<u32, 128>;
+var<workgroup> scan_scratch: array<u32, WG>;
 fn workgroup_exclusive_scan(value: u32, local: u32) -> vec2u {
   scan_scratch[local] = value;
   workgroupBarrier();
-  for (var offset = 1u; offset < 128u; offset *= 2u) {
+  for (var offset = 1u; offset < WG; offset *= 2u) {
     var add = 0u;
     if (local >= offset) { add = scan_scratch[local - offset]; }
     workgroupBarrier();
@@ -34,75 +32,74 @@ fn workgroup_exclusive_scan(value: u32, local: u32) -> vec2u {
     workgroupBarrier();
   }
   let inclusive = scan_scratch[local];
-  let total = scan_scratch[128u - 1u];
+  let total = scan_scratch[WG - 1u];
   workgroupBarrier();
   return vec2u(inclusive - value, total);
 }
 
-@compute @workgroup_size(128)
+fn digit(key: u32) -> u32 { return (key >> params.shift) & (DIGITS - 1u); }
+
+@compute @workgroup_size(WG)
 fn counts_reduce(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
-    @builtin(local_invocation_index) local: u32) {
+                 @builtin(local_invocation_index) local: u32) {
   let b = linear_workgroup(group, groups);
-  let first = b * (128u * 4u) + local * 4u;
+  let first = b * (WG * SCAN_ITEMS) + local * SCAN_ITEMS;
   var sum = 0u;
-  for (var j = 0u; j < 4u; j++) {
+  for (var j = 0u; j < SCAN_ITEMS; j++) {
     let i = first + j;
-    if (i < scan_length()) { sum += scan_value(i); }
+    if (i < params.count_length) { sum += counts[i]; }
   }
   let scanned = workgroup_exclusive_scan(sum, local);
-  if (local == 0u && b < scan_blocks()) { block_sums[b] = scanned.y; }
+  if (local == 0u && b < params.count_blocks) { block_sums[b] = scanned.y; }
 }
 
-@compute @workgroup_size(128)
+@compute @workgroup_size(WG)
 fn counts_spine(@builtin(local_invocation_index) local: u32) {
   var carry = 0u;
-  let blocks = scan_blocks();
-  for (var start = 0u; start < blocks; start += (128u * 4u)) {
-    var values = array<u32, 4>();
+  let blocks = params.count_blocks;
+  for (var start = 0u; start < blocks; start += WG * SCAN_ITEMS) {
+    var values = array<u32, SCAN_ITEMS>();
     var sum = 0u;
-    for (var j = 0u; j < 4u; j++) {
-      let i = start + local * 4u + j;
+    for (var j = 0u; j < SCAN_ITEMS; j++) {
+      let i = start + local * SCAN_ITEMS + j;
       if (i < blocks) { values[j] = block_sums[i]; }
       sum += values[j];
     }
     let scanned = workgroup_exclusive_scan(sum, local);
     var running = carry + scanned.x;
-    for (var j = 0u; j < 4u; j++) {
-      let i = start + local * 4u + j;
+    for (var j = 0u; j < SCAN_ITEMS; j++) {
+      let i = start + local * SCAN_ITEMS + j;
       if (i < blocks) { block_sums[i] = running; }
       running += values[j];
     }
     carry += scanned.y;
   }
-  if (local == 0u) { scan_total(carry); }
 }
 
-@compute @workgroup_size(128)
+@compute @workgroup_size(WG)
 fn counts_apply(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
-    @builtin(local_invocation_index) local: u32) {
+                @builtin(local_invocation_index) local: u32) {
   let b = linear_workgroup(group, groups);
-  let first = b * (128u * 4u) + local * 4u;
-  var values = array<u32, 4>();
+  let first = b * (WG * SCAN_ITEMS) + local * SCAN_ITEMS;
+  var values = array<u32, SCAN_ITEMS>();
   var sum = 0u;
-  for (var j = 0u; j < 4u; j++) {
+  for (var j = 0u; j < SCAN_ITEMS; j++) {
     let i = first + j;
-    if (i < scan_length()) { values[j] = scan_value(i); }
+    if (i < params.count_length) { values[j] = counts[i]; }
     sum += values[j];
   }
   let scanned = workgroup_exclusive_scan(sum, local);
-  if (b >= scan_blocks()) { return; }
+  if (b >= params.count_blocks) { return; }
   var running = block_sums[b] + scanned.x;
-  for (var j = 0u; j < 4u; j++) {
+  for (var j = 0u; j < SCAN_ITEMS; j++) {
     let i = first + j;
-    if (i < scan_length()) { scan_store(i, running); }
+    if (i < params.count_length) { counts[i] = running; }
     running += values[j];
   }
 }
 
 var<workgroup> tile_counts: array<atomic<u32>, DIGITS>;
-const COUNT_WG: u32 = 64u;
-const COUNT_KEYS: u32 = 8u;  // keys per invocation
-const COUNT_CHUNK: u32 = 8u;  // keys loaded before they are counted
+
 // COUNT_CHUNK keys, COUNT_WG apart from `first` (clamped loads: no branch).
 fn load_count_chunk(first: u32) -> array<u32, COUNT_CHUNK> {
   let last = max(params.n, 1u) - 1u;
@@ -112,11 +109,25 @@ fn load_count_chunk(first: u32) -> array<u32, COUNT_CHUNK> {
   }
   return keys;
 }
+
+fn clear_tile_counts(local: u32) {
+  for (var d = local; d < DIGITS; d += COUNT_WG) { atomicStore(&tile_counts[d], 0u); }
+}
+
+// Call in uniform control flow: it waits for the whole workgroup's counts.
+fn store_tile_counts(tile: u32, local: u32) {
+  workgroupBarrier();
+  if (tile >= params.tiles) { return; }
+  for (var d = local; d < DIGITS; d += COUNT_WG) {
+    counts[d * params.tiles + tile] = atomicLoad(&tile_counts[d]);
+  }
+}
+
 @compute @workgroup_size(COUNT_WG)
 fn digit_count(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
                @builtin(local_invocation_index) local: u32) {
   let tile = linear_workgroup(group, groups);
-  for (var d = local; d < DIGITS; d += COUNT_WG) { atomicStore(&tile_counts[d], 0u); }
+  clear_tile_counts(local);
   let first = tile * (WG * KPI) + local;
   workgroupBarrier();
   for (var chunk = 0u; chunk < COUNT_KEYS; chunk += COUNT_CHUNK) {
@@ -127,14 +138,14 @@ fn digit_count(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) gro
       }
     }
   }
-  workgroupBarrier();
-  if (tile >= params.tiles) { return; }
-  for (var d = local; d < DIGITS; d += COUNT_WG) {
-    counts[d * params.tiles + tile] = atomicLoad(&tile_counts[d]);
-  }
+  store_tile_counts(tile, local);
 }
 
-var<workgroup> digit_prefix: array<u32, 2048>;
+fn load_value(i: u32) -> u32 { return values_in[i]; }
+fn store_value(place: u32, value: u32) { values_out[place] = value; }
+
+var<workgroup> digit_prefix: array<u32, DIGITS * WG>;
+
 @compute @workgroup_size(WG)
 fn scatter(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
            @builtin(local_invocation_index) local: u32) {
@@ -147,7 +158,7 @@ fn scatter(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups:
     let i = first + j;
     if (i < params.n) {
       keys[j] = keys_in[i];
-      values[j] = values_in[i];
+      values[j] = load_value(i);
       mine[digit(keys[j])] += 1u;
     }
   }
@@ -171,7 +182,7 @@ fn scatter(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups:
     if (first + j < params.n) {
       let d = digit(keys[j]);
       keys_out[next[d]] = keys[j];
-      values_out[next[d]] = values[j];
+      store_value(next[d], values[j]);
       next[d] += 1u;
     }
   }

@@ -9,43 +9,57 @@ struct Params { n: u32, workgroups: u32 }
 @group(0) @binding(2) var<storage, read_write> partials: array<f32>;
 @group(0) @binding(3) var<storage, read_write> result: array<f32>;
 
-fn combine(a: f32, b: f32) -> f32 { return a + b; }
-fn lift(value: f32) -> f32 { return value; }
-fn load(i: u32) -> f32 {
-  return lift(x[i]);
-}
+const WG: u32 = 256u;  // invocations per workgroup
+const ITEMS: u32 = 1u;  // vectors per invocation
 
-var<workgroup> scratch: array<f32, 256>;
-fn workgroup_reduce(value: f32, local: u32, lane: u32) -> f32 {
+alias Acc = f32;
+const IDENTITY: Acc = 0.0;
+fn combine(a: Acc, b: Acc) -> Acc { return a + b; }
+fn lift(value: f32) -> Acc { return value; }
+
+fn vector_count() -> u32 { return params.n; }
+fn load(i: u32) -> Acc { return lift(x[i]); }
+
+var<workgroup> scratch: array<Acc, WG>;
+fn workgroup_reduce(value: Acc, local: u32, lane: u32) -> Acc {
   scratch[local] = value;
   workgroupBarrier();
-  for (var stride = 256u / 2u; stride > 0u; stride /= 2u) {
+  for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
     if (local < stride) { scratch[local] = combine(scratch[local], scratch[local + stride]); }
     workgroupBarrier();
   }
   return scratch[0];
 }
 
-@compute @workgroup_size(256)
-fn partial_sums(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
-  @builtin(local_invocation_index) local: u32) {
-  let index = linear_workgroup(group, groups);
-  let vectors = params.n;
-  let first = index * (256u * 1u) + local;
-  var acc = 0.0;
-  for (var item = 0u; item < 1u; item++) {
-    let i = first + item * 256u;
+struct Invocation {
+  @builtin(workgroup_id) group: vec3u,
+  @builtin(num_workgroups) groups: vec3u,
+  @builtin(local_invocation_index) local: u32,
+}
+fn lane_of(id: Invocation) -> u32 { return 0u; }
+
+fn tile_total(id: Invocation) -> Acc {
+  let vectors = vector_count();
+  let first = linear_workgroup(id.group, id.groups) * (WG * ITEMS) + id.local;
+  var acc = IDENTITY;
+  for (var item = 0u; item < ITEMS; item++) {
+    let i = first + item * WG;
     if (i < vectors) { acc = combine(acc, load(i)); }
   }
-  let total = workgroup_reduce(acc, local, 0u);
-  if (local == 0u && index < params.workgroups) { partials[index] = total; }
+  return workgroup_reduce(acc, id.local, lane_of(id));
 }
 
-@compute @workgroup_size(256)
-fn total_sum(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
-  @builtin(local_invocation_index) local: u32) {
+@compute @workgroup_size(WG)
+fn partial_sums(id: Invocation) {
+  let total = tile_total(id);
+  let index = linear_workgroup(id.group, id.groups);
+  if (id.local == 0u && index < params.workgroups) { partials[index] = total; }
+}
+
+@compute @workgroup_size(WG)
+fn total_sum(id: Invocation) {
   var acc = 0.0;
-  for (var i = local; i < params.workgroups; i += 256u) { acc += partials[i]; }
-  let sum = workgroup_reduce(acc, local, 0u);
-  if (local == 0u) { result[0] = sum; }
+  for (var i = id.local; i < params.workgroups; i += WG) { acc += partials[i]; }
+  let sum = workgroup_reduce(acc, id.local, lane_of(id));
+  if (id.local == 0u) { result[0] = sum; }
 }

@@ -27,11 +27,11 @@ fn vector_count() -> u32 { return (params.n + 3u) / 4u; }
 
 fn sum4(v: vec4u) -> u32 { return v.x + v.y + v.z + v.w; }
 
-var<workgroup> scan_scratch: array<u32, 256>;
+var<workgroup> scan_scratch: array<u32, WG>;
 fn workgroup_exclusive_scan(value: u32, local: u32) -> vec2u {
   scan_scratch[local] = value;
   workgroupBarrier();
-  for (var offset = 1u; offset < 256u; offset *= 2u) {
+  for (var offset = 1u; offset < WG; offset *= 2u) {
     var add = 0u;
     if (local >= offset) { add = scan_scratch[local - offset]; }
     workgroupBarrier();
@@ -39,7 +39,7 @@ fn workgroup_exclusive_scan(value: u32, local: u32) -> vec2u {
     workgroupBarrier();
   }
   let inclusive = scan_scratch[local];
-  let total = scan_scratch[256u - 1u];
+  let total = scan_scratch[WG - 1u];
   workgroupBarrier();
   return vec2u(inclusive - value, total);
 }
