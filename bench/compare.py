@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""Joins `wgsl-forge bench --json` and bench/peers.py output into one Markdown table:
-kernel | forge tuned | forge default | peer | ratio forge/peer | fraction of copy ceiling.
+"""Joins `wgsl-forge bench --json`, bench/peers.py (PyTorch) and, when given, bench/cub_peers
+(CUB and cuBLAS) output into one Markdown table: kernel | forge tuned | forge default |
+PyTorch | CUB | forge / best peer | fraction of copy ceiling.
 
 Rates use wgsl-forge's byte counts (the bytes a kernel must move, documented per kernel in
-src/kernels) for the peer too, so a ratio above 1 means the forge is faster.
+src/kernels) for the peers too, so a ratio above 1 means the forge is faster. Sorts are given in
+G keys/s (G pairs/s): keys (pairs) per nanosecond of the median.
 
-  compare.py forge-bench.json peers.json
+  compare.py forge-bench.json peers.json [cub-peers.json]
 
 With `bench --passes` output it adds a second table: each kernel's time per entry point.
 """
@@ -16,36 +18,54 @@ import sys
 def rate(kernel, median_ns):
     if kernel.get("flops"):
         return kernel["flops"] / median_ns, "GFLOP/s"
+    if kernel["kernel"].startswith("radix_sort"):
+        unit = "G pairs/s" if "pairs" in kernel["kernel"] else "G keys/s"
+        return int(kernel["problem"].removeprefix("n=")) / median_ns, unit
     return kernel["bytes_moved"] / median_ns, "GB/s"
+
+
+def number(value):
+    return f"{value:.1f}" if value < 100 else f"{value:.0f}"
 
 
 def main():
     forge = json.load(open(sys.argv[1]))
-    peers = json.load(open(sys.argv[2]))
-    copy_peer = peers["kernels"].get("copy")
-    print(f"Adapter: {forge['adapter']} (driver {forge['driver']}); peer: PyTorch {peers['torch']} "
-          f"on {peers['device']}; Dawn library BLAKE3 {forge['library_blake3'][:16]}...\n")
-    print("| kernel | problem | forge tuned | forge default | peer | forge / peer | of copy ceiling | peer op |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    torch_peers = json.load(open(sys.argv[2]))
+    cub_peers = json.load(open(sys.argv[3])) if len(sys.argv) > 3 else {"kernels": {}}
+    peers = [("PyTorch", torch_peers), ("CUB", cub_peers)]
+    print(f"Adapter: {forge['adapter']} (driver {forge['driver']}); peers: PyTorch "
+          f"{torch_peers['torch']} on {torch_peers['device']}"
+          + (f", {cub_peers['cub']} on {cub_peers['device']}" if "cub" in cub_peers else "")
+          + f"; Dawn library BLAKE3 {forge['library_blake3'][:16]}...\n")
+    print("| kernel | problem | forge tuned | forge default | PyTorch | CUB | forge / best peer "
+          "| of copy ceiling | peer ops |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for kernel in forge["kernels"]:
         name = kernel["kernel"]
         best_ns = kernel.get("tuned_median_ns", kernel["default_median_ns"])
         tuned, unit = rate(kernel, best_ns)
         default, _ = rate(kernel, kernel["default_median_ns"])
-        peer = peers["kernels"].get(name)
-        peer_rate = rate(kernel, peer["median_ns"])[0] if peer else None
-        ratio = f"{tuned / peer_rate:.2f}" if peer_rate else "-"
-        tuned_text = f"{tuned:.0f} {unit}" if "tuned_median_ns" in kernel else "(not tuned)"
-        peer_text = f"{peer_rate:.0f} {unit}" if peer_rate else "-"
-        print(f"| {name} | {kernel['problem']} | {tuned_text} | {default:.0f} {unit} | {peer_text} | "
-              f"{ratio} | {100 * kernel['fraction_of_copy_ceiling']:.0f} % | {peer['op'] if peer else '-'} |")
+        rates = {}
+        for label, table in peers:
+            if name in table["kernels"]:
+                rates[label] = rate(kernel, table["kernels"][name]["median_ns"])[0]
+        best = max(rates.values()) if rates else None
+        ratio = f"{tuned / best:.2f}" if best else "-"
+        tuned_text = f"{number(tuned)} {unit}" if "tuned_median_ns" in kernel else "(not tuned)"
+        cells = [f"{number(rates[label])} {unit}" if label in rates else "-" for label, _ in peers]
+        ops = "; ".join(table["kernels"][name]["op"] for _, table in peers if name in table["kernels"])
+        print(f"| {name} | {kernel['problem']} | {tuned_text} | {number(default)} {unit} | "
+              f"{cells[0]} | {cells[1]} | {ratio} | {100 * kernel['fraction_of_copy_ceiling']:.0f} % "
+              f"| {ops or '-'} |")
     ceilings = sorted({(k["copy_ceiling_gbps"], k["copy_ceiling_kernel"]) for k in forge["kernels"]})
     print()
     for gbps, how in ceilings:
         print(f"- forge copy ceiling: {gbps:.0f} GB/s ({how})")
-    if copy_peer:
-        n = peers["size"]
-        print(f"- PyTorch copy of {n} floats: {8 * n / copy_peer['median_ns']:.0f} GB/s")
+    for label, table in peers:
+        copy = table["kernels"].get("copy")
+        if copy:
+            n = table["size"]
+            print(f"- {label} copy of {n} floats: {8 * n / copy['median_ns']:.0f} GB/s ({copy['op']})")
     print_passes(forge["kernels"])
 
 

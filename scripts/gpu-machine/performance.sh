@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Run on the GPU machine (see docs/gpu-machine.md): auto-tune-all at full size, then the bench
-# and the PyTorch peers in the same session, joined into one table (docs/performance.md's
-# source). Results go to $OUT (or build/gpu-machine); the cache persists in build/gpu-cache.
+# and the peers (PyTorch, and CUB with cuBLAS: bench/cub_peers.cu, built here with nvcc) in the
+# same session, joined into one table (docs/performance.md's source). Results go to $OUT (or build/gpu-machine); the cache persists in build/gpu-cache.
 #
 #   performance.sh tune [BUDGET] [SECONDS]   certify and tune each kernel in turn (default budget
 #                                            8), printing each row as it is done; stops starting
 #                                            new kernels after SECONDS (default: no limit)
-#   performance.sh bench                     bench + peers + table
+#   performance.sh bench                     bench + peers (PyTorch, CUB) + table
 #   performance.sh all [BUDGET] [SECONDS]    tune, then bench
 #   performance.sh kernels BUDGET KERNEL...  tune only these kernels (every candidate's timing
 #                                            or failure in trace.txt), then bench them (with
@@ -51,16 +51,29 @@ tune_some() {
     $forge tune "$kernel" --budget "$budget" --trace 2>>"$out/trace.txt" | tail -1
   done 2>&1 | tee "$out/tune.txt"
 }
+# The CUB and cuBLAS peer, built for Hopper with this machine's nvcc (prepare.sh may have built
+# it already where nvcc is; a binary that does not start here is built again).
+cub_peers=build/release/bench/cub_peers
+build_cub_peers() {
+  if ! "$cub_peers" --help > /dev/null 2>&1; then
+    "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" -O3 -std=c++17 -arch=sm_90 \
+      -o "$cub_peers" bench/cub_peers.cu -lcublas
+  fi
+}
 bench() {
+  build_cub_peers
   $forge bench "$@" --json > "$out/forge-bench.json"
   python3 bench/peers.py > "$out/peers.json"
-  python3 bench/compare.py "$out/forge-bench.json" "$out/peers.json" | tee "$out/performance-table.md"
+  "$cub_peers" > "$out/cub-peers.json"
+  python3 bench/compare.py "$out/forge-bench.json" "$out/peers.json" "$out/cub-peers.json" |
+    tee "$out/performance-table.md"
   # The second histogram target is at 4096 bins (with the schedule tuned at 256).
   if [ $# -eq 0 ] || [[ " $* " == *" histogram_u32 "* ]]; then
     $forge bench histogram_u32 --bins 4096 --json > "$out/forge-bench-4096-bins.json"
     python3 bench/peers.py --bins 4096 histogram_u32 > "$out/peers-4096-bins.json"
-    python3 bench/compare.py "$out/forge-bench-4096-bins.json" "$out/peers-4096-bins.json" |
-      tee "$out/performance-table-4096-bins.md"
+    "$cub_peers" --bins 4096 histogram_u32 > "$out/cub-peers-4096-bins.json"
+    python3 bench/compare.py "$out/forge-bench-4096-bins.json" "$out/peers-4096-bins.json" \
+      "$out/cub-peers-4096-bins.json" | tee "$out/performance-table-4096-bins.md"
   fi
 }
 sweep() {

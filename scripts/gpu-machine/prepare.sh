@@ -13,6 +13,12 @@ git diff --quiet HEAD 2>/dev/null || commit+="+"
 echo "$commit" > build/release/BUILD_COMMIT
 # Google Benchmark is a shared library on Debian; primitives_bench finds it beside itself.
 cp -L /usr/lib/x86_64-linux-gnu/libbenchmark.so.1debian build/release/bench/
+# The CUB and cuBLAS peer, where this machine has nvcc (performance.sh builds it on the GPU
+# machine when it is missing or does not start there).
+nvcc="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
+if [ -x "$nvcc" ]; then
+  "$nvcc" -O3 -std=c++17 -arch=sm_90 -o build/release/bench/cub_peers bench/cub_peers.cu -lcublas
+fi
 
 mkdir -p .gl /tmp/wgsl-forge-amd64-lists/partial
 apt_options=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64
