@@ -87,6 +87,7 @@ Status Primitives::load_all() {
   for (const kernels::KernelDefinition* kernel : kernels::builtin_kernels()) {
     if (!kernels_.contains(kernel->id())) not_loaded.push_back(kernel->id());
   }
+  if (not_loaded.empty()) return Ok{};
   Result<std::vector<KernelLibrary::ReadyKernel>> ready = library_.load(not_loaded);
   if (!ready) return std::move(ready).error();
   for (KernelLibrary::ReadyKernel& one : *ready) {
