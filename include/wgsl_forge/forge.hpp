@@ -6,6 +6,7 @@
 #include <chrono>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -189,8 +190,20 @@ class KernelLibrary {
   // The pipelines of `kernel_id` with its tuned schedule for this topology, or the default
   // schedule (tuned = false, origin says why) when it has not been tuned here yet.
   Result<ReadyKernel> load(std::string_view kernel_id);
+  // The kernels of `kernel_ids` as load gives them, with all their pipelines compiled at once
+  // (PreparedKernel::prepare_all); the first kernel that fails gives the error.
+  Result<std::vector<ReadyKernel>> load(std::span<const std::string_view> kernel_ids);
 
  private:
+  // A kernel's schedule chosen and its WGSL generated: a ReadyKernel but for the pipelines.
+  struct ChosenKernel {
+    const kernels::KernelDefinition* definition = nullptr;
+    GeneratedKernel generated;
+    bool tuned = false;
+    std::string origin;
+  };
+  Result<ChosenKernel> choose(std::string_view kernel_id);
+
   gpu::Device* device_;
   ManifestCache cache_;
 };

@@ -187,11 +187,25 @@ class ComputePipeline {
 
  private:
   friend class Device;
+  // Not built yet: the device sets the bind group layout and the pipeline.
+  ComputePipeline(std::shared_ptr<DeviceState> device, std::string_view label,
+                  std::span<const KernelBinding> bindings);
   std::shared_ptr<DeviceState> device_;
   void* pipeline_ = nullptr;
   void* bind_group_layout_ = nullptr;
   std::string label_;
   std::vector<KernelBinding> bindings_;
+};
+
+// One pipeline of Device::create_compute_pipelines: what create_compute_pipeline takes, plus
+// `error_context`, a line added to this request's error (what the pipeline is for); the views
+// must stay valid during the call.
+struct ComputePipelineRequest {
+  std::string_view wgsl;
+  std::string_view entry_point;
+  std::span<const KernelBinding> bindings;
+  std::string_view label;
+  std::string_view error_context;
 };
 
 struct BufferBinding {
@@ -292,6 +306,12 @@ class Device {
                                                   std::string_view entry_point,
                                                   std::span<const KernelBinding> bindings,
                                                   std::string_view label);
+  // Builds every pipeline at once: each is compiled on Dawn's worker threads while the next
+  // request's WGSL is parsed, and all are awaited together. Requests with the same WGSL share one
+  // shader module. The pipelines in request order, or the error create_compute_pipeline gives for
+  // the first request that fails (with its error_context); then no pipeline is kept.
+  Result<std::vector<ComputePipeline>> create_compute_pipelines(
+      std::span<const ComputePipelineRequest> requests);
   Result<BindGroup> create_bind_group(const ComputePipeline& pipeline,
                                       std::span<const BufferBinding> buffers);
 

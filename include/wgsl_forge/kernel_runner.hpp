@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -70,12 +71,24 @@ class BoundPlan {
   std::vector<gpu::DispatchStep> steps_;
 };
 
+// One kernel for PreparedKernel::prepare_all: its definition and its WGSL (the generated
+// kernel's or a user's own), both valid during the call.
+struct KernelToPrepare {
+  const kernels::KernelDefinition* kernel = nullptr;
+  const GeneratedKernel* generated = nullptr;
+};
+
 class PreparedKernel {
  public:
-  // Compiles every entry point of `generated` (the WGSL of `kernel` or a user's own).
+  // Compiles every entry point of `generated` (the WGSL of `kernel` or a user's own), all at once.
   static Result<PreparedKernel> prepare(gpu::Device& device,
                                         const kernels::KernelDefinition& kernel,
                                         const GeneratedKernel& generated);
+  // Compiles every entry point of every kernel at once (gpu::Device::create_compute_pipelines),
+  // which is what makes a start-up fast: the kernels prepared, in order, or the error prepare
+  // gives for the first kernel that fails (then none is kept).
+  static Result<std::vector<PreparedKernel>> prepare_all(gpu::Device& device,
+                                                         std::span<const KernelToPrepare> kernels);
 
   const GeneratedKernel& generated() const { return generated_; }
 

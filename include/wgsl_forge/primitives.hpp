@@ -90,7 +90,8 @@ class Primitives {
   // Compiles `kernel_id` with its tuned schedule now, rather than at its first call: what a
   // database does at start-up. Returns where the schedule came from (see origin()).
   Result<std::string> load(std::string_view kernel_id);
-  // Every builtin kernel; the first error stops.
+  // Every builtin kernel not loaded yet, with all their pipelines compiled at once; the first
+  // kernel that fails gives the error, and then none of them is kept.
   Status load_all();
   // "tuned: ..." or "default schedule: <why>" for a loaded kernel; an error for another.
   Result<std::string> origin(std::string_view kernel_id) const;

@@ -38,18 +38,44 @@ kernels::DeviceCapabilities capabilities_of(const gpu::AdapterInfo& adapter) {
 Result<PreparedKernel> PreparedKernel::prepare(gpu::Device& device,
                                                const kernels::KernelDefinition& kernel,
                                                const GeneratedKernel& generated) {
-  PreparedKernel prepared;
-  prepared.device_ = &device;
-  prepared.kernel_ = &kernel;
-  prepared.generated_ = generated;
-  for (const std::string& entry_point : generated.entry_points) {
-    Result<gpu::ComputePipeline> pipeline = device.create_compute_pipeline(
-        generated.source, entry_point, generated.bindings, generated.kernel_id + "." + entry_point);
-    if (!pipeline) {
-      return std::move(pipeline).error().with_context(
-          "preparing " + generated.kernel_id + " with schedule " + generated.schedule.to_string());
+  const KernelToPrepare one{&kernel, &generated};
+  Result<std::vector<PreparedKernel>> prepared = prepare_all(device, std::span(&one, 1));
+  if (!prepared) return std::move(prepared).error();
+  return std::move(prepared->front());
+}
+
+Result<std::vector<PreparedKernel>> PreparedKernel::prepare_all(
+    gpu::Device& device, std::span<const KernelToPrepare> kernels) {
+  // The strings the requests point to, made first so that they no longer move.
+  std::vector<std::string> contexts;
+  std::vector<std::string> labels;
+  for (const KernelToPrepare& one : kernels) {
+    const GeneratedKernel& generated = *one.generated;
+    contexts.push_back("preparing " + generated.kernel_id + " with schedule " +
+                       generated.schedule.to_string());
+    for (const std::string& entry_point : generated.entry_points)
+      labels.push_back(generated.kernel_id + "." + entry_point);
+  }
+  std::vector<gpu::ComputePipelineRequest> requests;
+  requests.reserve(labels.size());
+  for (std::size_t k = 0; k < kernels.size(); ++k) {
+    const GeneratedKernel& generated = *kernels[k].generated;
+    for (const std::string& entry_point : generated.entry_points) {
+      requests.push_back(gpu::ComputePipelineRequest{
+          generated.source, entry_point, generated.bindings, labels[requests.size()], contexts[k]});
     }
-    prepared.pipelines_.emplace(entry_point, std::move(pipeline).value());
+  }
+  Result<std::vector<gpu::ComputePipeline>> pipelines = device.create_compute_pipelines(requests);
+  if (!pipelines) return std::move(pipelines).error();
+
+  std::vector<PreparedKernel> prepared(kernels.size());
+  std::size_t next = 0;
+  for (std::size_t k = 0; k < kernels.size(); ++k) {
+    prepared[k].device_ = &device;
+    prepared[k].kernel_ = kernels[k].kernel;
+    prepared[k].generated_ = *kernels[k].generated;
+    for (const std::string& entry_point : kernels[k].generated->entry_points)
+      prepared[k].pipelines_.emplace(entry_point, std::move((*pipelines)[next++]));
   }
   return prepared;
 }

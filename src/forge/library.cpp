@@ -4,7 +4,7 @@
 
 namespace wgsl_forge::forge {
 
-Result<KernelLibrary::ReadyKernel> KernelLibrary::load(std::string_view kernel_id) {
+Result<KernelLibrary::ChosenKernel> KernelLibrary::choose(std::string_view kernel_id) {
   Result<const kernels::KernelDefinition*> kernel = kernels::find_kernel(kernel_id);
   if (!kernel) return std::move(kernel).error();
   const kernels::DeviceCapabilities capabilities = capabilities_of(device_->adapter());
@@ -33,9 +33,40 @@ Result<KernelLibrary::ReadyKernel> KernelLibrary::load(std::string_view kernel_i
   Result<GeneratedKernel> generated =
       kernels::generate_builtin(**kernel, schedule, TargetBackend::kWgsl, capabilities);
   if (!generated) return std::move(generated).error();
-  Result<PreparedKernel> prepared = PreparedKernel::prepare(*device_, **kernel, *generated);
+  return ChosenKernel{*kernel, std::move(generated).value(), tuned, std::move(origin)};
+}
+
+Result<KernelLibrary::ReadyKernel> KernelLibrary::load(std::string_view kernel_id) {
+  Result<std::vector<ReadyKernel>> ready = load(std::span(&kernel_id, 1));
+  if (!ready) return std::move(ready).error();
+  return std::move(ready->front());
+}
+
+Result<std::vector<KernelLibrary::ReadyKernel>> KernelLibrary::load(
+    std::span<const std::string_view> kernel_ids) {
+  std::vector<ChosenKernel> chosen;
+  // The first kernel that cannot be chosen; the ones before it are still prepared, so that the
+  // error is the one loading them one by one would give first.
+  std::optional<Error> stopped;
+  for (std::string_view kernel_id : kernel_ids) {
+    Result<ChosenKernel> one = choose(kernel_id);
+    if (!one) {
+      stopped = std::move(one).error();
+      break;
+    }
+    chosen.push_back(std::move(one).value());
+  }
+  std::vector<KernelToPrepare> to_prepare;
+  for (const ChosenKernel& one : chosen) to_prepare.push_back({one.definition, &one.generated});
+  Result<std::vector<PreparedKernel>> prepared = PreparedKernel::prepare_all(*device_, to_prepare);
   if (!prepared) return std::move(prepared).error();
-  return ReadyKernel{*kernel, std::move(prepared).value(), tuned, std::move(origin)};
+  if (stopped) return std::move(*stopped);
+  std::vector<ReadyKernel> ready;
+  for (std::size_t i = 0; i < chosen.size(); ++i) {
+    ready.push_back(ReadyKernel{chosen[i].definition, std::move((*prepared)[i]), chosen[i].tuned,
+                                std::move(chosen[i].origin)});
+  }
+  return ready;
 }
 
 }  // namespace wgsl_forge::forge

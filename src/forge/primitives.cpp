@@ -83,8 +83,18 @@ Result<std::string> Primitives::load(std::string_view kernel_id) {
 }
 
 Status Primitives::load_all() {
+  std::vector<std::string_view> not_loaded;
   for (const kernels::KernelDefinition* kernel : kernels::builtin_kernels()) {
-    if (Result<LoadedKernel*> one = loaded(kernel->id()); !one) return std::move(one).error();
+    if (!kernels_.contains(kernel->id())) not_loaded.push_back(kernel->id());
+  }
+  if (not_loaded.empty()) return Ok{};
+  Result<std::vector<KernelLibrary::ReadyKernel>> ready = library_.load(not_loaded);
+  if (!ready) return std::move(ready).error();
+  for (KernelLibrary::ReadyKernel& one : *ready) {
+    std::string kernel_id(one.definition->id());
+    auto kernel = std::make_unique<LoadedKernel>();
+    kernel->ready = std::move(one);
+    kernels_.emplace(std::move(kernel_id), std::move(kernel));
   }
   return Ok{};
 }

@@ -19,18 +19,6 @@ std::uint64_t round_up_to_word(std::uint64_t size) {
   return std::max<std::uint64_t>(4, (size + 3) / 4 * 4);
 }
 
-std::uint32_t buffer_binding_type(BindingKind kind) {
-  switch (kind) {
-    case BindingKind::kStorageRead:
-      return kBufferBindingTypeReadOnlyStorage;
-    case BindingKind::kStorageReadWrite:
-      return kBufferBindingTypeStorage;
-    case BindingKind::kUniform:
-      return kBufferBindingTypeUniform;
-  }
-  return kBufferBindingTypeStorage;
-}
-
 }  // namespace
 
 Result<WorkgroupGrid> plan_workgroup_grid(std::uint64_t workgroups,
@@ -265,119 +253,6 @@ Status DeviceState::run_encoded(std::string_view what,
     return encoded;
   }
   return submit_and_wait(commands, what);
-}
-
-// --- Pipelines ----------------------------------------------------------------------------
-
-namespace {
-
-struct CompileReply {
-  std::uint32_t status = 0;
-  std::vector<std::string> errors;  // "line:column: message"
-};
-
-Result<CompileReply> compilation_messages(DeviceState& state, WGPUShaderModule module) {
-  return state.await<CompileReply>("the WGSL compiler", [&](PendingReply<CompileReply>* pending) {
-    state.api->ShaderModuleGetCompilationInfo(
-        module,
-        WGPUCallbackInfo<WGPUCompilationInfoCallback>{
-            nullptr, kCallbackModeAllowProcessEvents,
-            [](std::uint32_t status, const WGPUCompilationInfo* info, void* userdata1, void*) {
-              auto* r = PendingReply<CompileReply>::receive(userdata1);
-              if (r == nullptr) return;
-              r->payload.status = status;
-              if (info == nullptr) return;
-              for (std::size_t i = 0; i < info->messageCount; ++i) {
-                const WGPUCompilationMessage& message = info->messages[i];
-                if (message.type != kCompilationMessageTypeError) continue;
-                r->payload.errors.push_back(std::to_string(message.lineNum) + ":" +
-                                            std::to_string(message.linePos) +
-                                            ": error: " + to_string(message.message));
-              }
-            },
-            pending, nullptr});
-  });
-}
-
-}  // namespace
-
-Result<ComputePipeline> Device::create_compute_pipeline(std::string_view wgsl,
-                                                        std::string_view entry_point,
-                                                        std::span<const KernelBinding> bindings,
-                                                        std::string_view label) {
-  const std::string context = "creating compute pipeline " + std::string(label);
-  for (const KernelBinding& binding : bindings) {
-    if (binding.group != 0) {
-      return Error(ErrorKind::kInvalidInput, "Binding " + binding.name + " is in bind group " +
-                                                 std::to_string(binding.group) +
-                                                 "; kernels use bind group 0 only.")
-          .with_context(context);
-    }
-  }
-  WGPUShaderSourceWGSL source{};
-  source.chain.sType = kSTypeShaderSourceWGSL;
-  source.code = to_view(wgsl);
-  WGPUShaderModuleDescriptor module_descriptor{};
-  module_descriptor.nextInChain = &source.chain;
-  module_descriptor.label = to_view(label);
-  WGPUShaderModule module = nullptr;
-  Status created = state_->capture_errors(context, [&] {
-    module = state_->api->DeviceCreateShaderModule(state_->device, &module_descriptor);
-  });
-  struct ModuleOwner {
-    DeviceState& state;
-    WGPUShaderModule module;
-    ~ModuleOwner() {
-      if (module != nullptr) state.api->ShaderModuleRelease(module);
-    }
-  } module_owner{*state_, module};
-  if (module == nullptr) {
-    if (!created) return std::move(created).error();
-    return Error(ErrorKind::kRuntime, "Dawn returned no shader module.").with_context(context);
-  }
-  Result<CompileReply> compiled = compilation_messages(*state_, module);
-  if (!compiled) return std::move(compiled).error().with_context(context);
-  if (!compiled->errors.empty()) {
-    std::string text = "WGSL of " + std::string(label) + " does not compile:";
-    for (const std::string& error : compiled->errors)
-      text += "\n" + std::string(label) + ":" + error;
-    return Error(ErrorKind::kCompilation, text).with_context(context);
-  }
-  if (!created) return std::move(created).error();
-
-  std::vector<WGPUBindGroupLayoutEntry> entries(bindings.size());
-  for (std::size_t i = 0; i < bindings.size(); ++i) {
-    entries[i].binding = bindings[i].binding;
-    entries[i].visibility = kShaderStageCompute;
-    entries[i].buffer.type = buffer_binding_type(bindings[i].kind);
-  }
-  ComputePipeline pipeline;
-  pipeline.device_ = state_;
-  pipeline.label_ = std::string(label);
-  pipeline.bindings_.assign(bindings.begin(), bindings.end());
-  Status built = state_->capture_errors(context, [&] {
-    WGPUBindGroupLayoutDescriptor layout_descriptor{};
-    layout_descriptor.label = to_view(label);
-    layout_descriptor.entryCount = entries.size();
-    layout_descriptor.entries = entries.data();
-    auto layout = state_->api->DeviceCreateBindGroupLayout(state_->device, &layout_descriptor);
-    pipeline.bind_group_layout_ = layout;
-    WGPUPipelineLayoutDescriptor pipeline_layout_descriptor{};
-    pipeline_layout_descriptor.label = to_view(label);
-    pipeline_layout_descriptor.bindGroupLayoutCount = 1;
-    pipeline_layout_descriptor.bindGroupLayouts = &layout;
-    WGPUPipelineLayout pipeline_layout =
-        state_->api->DeviceCreatePipelineLayout(state_->device, &pipeline_layout_descriptor);
-    WGPUComputePipelineDescriptor descriptor{};
-    descriptor.label = to_view(label);
-    descriptor.layout = pipeline_layout;
-    descriptor.compute.module = module;
-    descriptor.compute.entryPoint = to_view(entry_point);
-    pipeline.pipeline_ = state_->api->DeviceCreateComputePipeline(state_->device, &descriptor);
-    state_->api->PipelineLayoutRelease(pipeline_layout);
-  });
-  if (!built) return std::move(built).error();
-  return pipeline;
 }
 
 Result<BindGroup> Device::create_bind_group(const ComputePipeline& pipeline,

@@ -9,6 +9,10 @@
 //   - strings are WGPUStringView {data, length}; WGPU_STRLEN (SIZE_MAX) means NUL-terminated;
 //   - callbacks come in *CallbackInfo structs with mode, userdata1 and userdata2;
 //   - the queue-work-done callback takes (status, message, userdata1, userdata2);
+//   - the create-compute-pipeline-async callback takes (status, pipeline, message, userdata1,
+//     userdata2); its statuses are Success 1, CallbackCancelled 2 (the instance was dropped),
+//     ValidationError 3, InternalError 4 (the library's strings name "CallbackCancelled" and
+//     "Instance dropped"; tests/gpu/pipeline_batch_test.cpp sees 1 and 3 from the library);
 //   - feature numbers follow the header revision of early 2025, not the current one:
 //     TimestampQuery 0x3, ShaderF16 0xA, Subgroups 0x11, CoreFeaturesAndLimits 0x12 (with the
 //     current numbers, 0x9 asks for IndirectFirstInstance and timestamp queries then fail
@@ -75,6 +79,10 @@ enum : std::uint32_t {
   kQueueWorkDoneStatusSuccess = 0x00000001,
   kPopErrorScopeStatusSuccess = 0x00000001,
   kCompilationInfoRequestStatusSuccess = 0x00000001,
+  kCreatePipelineAsyncStatusSuccess = 0x00000001,
+  kCreatePipelineAsyncStatusCallbackCancelled = 0x00000002,
+  kCreatePipelineAsyncStatusValidationError = 0x00000003,
+  kCreatePipelineAsyncStatusInternalError = 0x00000004,
 
   kErrorFilterValidation = 0x00000001,
   kErrorFilterOutOfMemory = 0x00000002,
@@ -155,6 +163,10 @@ struct WGPUCompilationInfo;
 using WGPUCompilationInfoCallback = void (*)(std::uint32_t status,
                                              const WGPUCompilationInfo* compilation_info,
                                              void* userdata1, void* userdata2);
+using WGPUCreateComputePipelineAsyncCallback = void (*)(std::uint32_t status,
+                                                        WGPUComputePipeline pipeline,
+                                                        WGPUStringView message, void* userdata1,
+                                                        void* userdata2);
 using WGPUDeviceLostCallback = void (*)(const WGPUDevice* device, std::uint32_t reason,
                                         WGPUStringView message, void* userdata1, void* userdata2);
 using WGPUUncapturedErrorCallback = void (*)(const WGPUDevice* device, std::uint32_t type,
@@ -454,6 +466,9 @@ struct WGPUQuerySetDescriptor {
     const WGPUPipelineLayoutDescriptor*)                                                           \
   X(DeviceCreateComputePipeline, WGPUComputePipeline, WGPUDevice,                                  \
     const WGPUComputePipelineDescriptor*)                                                          \
+  X(DeviceCreateComputePipelineAsync, WGPUFuture, WGPUDevice,                                      \
+    const WGPUComputePipelineDescriptor*,                                                          \
+    WGPUCallbackInfo<WGPUCreateComputePipelineAsyncCallback>)                                      \
   X(DeviceCreateBindGroup, WGPUBindGroup, WGPUDevice, const WGPUBindGroupDescriptor*)              \
   X(DeviceCreateCommandEncoder, WGPUCommandEncoder, WGPUDevice,                                    \
     const WGPUCommandEncoderDescriptor*)                                                           \

@@ -575,5 +575,84 @@ TEST(KernelLibraryTest, UntunedKernelsRunWithTheDefaultScheduleAndSaySo) {
       std::string::npos);
 }
 
+// Every builtin kernel loaded in one call, all pipelines compiled at once: each gives its
+// oracle's results on its smallest certification case.
+TEST(KernelLibraryTest, KernelsLoadedTogetherAllRunAndMatchTheirOracles) {
+  testing::TempDir temp;
+  forge::KernelLibrary library(testing::shared_device(), ManifestCache(temp.path()));
+  std::vector<std::string_view> ids;
+  for (const kernels::KernelDefinition* kernel : kernels::builtin_kernels())
+    ids.push_back(kernel->id());
+  Result<std::vector<forge::KernelLibrary::ReadyKernel>> ready = library.load(ids);
+  ASSERT_TRUE(ready.ok()) << ready.error().to_string();
+  ASSERT_EQ(ready->size(), ids.size());
+  std::mt19937_64 seeds(testing::test_seed());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    forge::KernelLibrary::ReadyKernel& one = (*ready)[i];
+    ASSERT_EQ(one.definition->id(), ids[i]);
+    EXPECT_FALSE(one.tuned) << one.origin;
+    EXPECT_EQ(one.prepared.generated().schedule, one.definition->default_schedule());
+    const std::vector<kernels::CaseSpec> cases = one.definition->certification_cases();
+    auto size = [](const kernels::CaseSpec& spec) {
+      return std::max<std::uint64_t>(spec.problem.elements,
+                                     std::uint64_t{spec.problem.m} * spec.problem.n);
+    };
+    const kernels::CaseSpec& smallest =
+        *std::min_element(cases.begin(), cases.end(),
+                          [&](const auto& a, const auto& b) { return size(a) < size(b); });
+    kernels::CaseInputs inputs = one.definition->make_inputs(smallest, seeds());
+    Result<forge::BufferContents> outputs = one.prepared.run(inputs);
+    ASSERT_TRUE(outputs.ok()) << outputs.error().to_string();
+    kernels::CaseVerdict verdict = one.definition->check(inputs, *outputs);
+    EXPECT_TRUE(verdict.report.matches() && verdict.failed_checks.empty())
+        << ids[i] << " case " << smallest.name << ": " << verdict.report.mismatch_count
+        << " mismatches";
+  }
+}
+
+// Kernels prepared together where one does not compile: the one error of that kernel's entry
+// point, and the kernels before and after it are not kept.
+TEST(KernelLibraryTest, AKernelThatDoesNotCompileAmongOthersGivesTheErrorOfItsEntryPoint) {
+  gpu::Device& device = testing::shared_device();
+  const kernels::DeviceCapabilities capabilities = forge::capabilities_of(device.adapter());
+  std::vector<const kernels::KernelDefinition*> definitions;
+  std::vector<GeneratedKernel> generated;
+  for (std::string_view id : {"scan_exclusive_u32", "radix_sort_u32", "affine_f32"}) {
+    definitions.push_back(kernels::find_kernel(id).value());
+    generated.push_back(kernels::generate_builtin(*definitions.back(),
+                                                  definitions.back()->default_schedule(),
+                                                  TargetBackend::kWgsl, capabilities)
+                            .value());
+  }
+  GeneratedKernel& broken = generated[1];
+  ASSERT_GT(broken.entry_points.size(), 1u);
+  broken.source += "\nfn broken() -> u32 { return undefined_name; }\n";
+  broken.seal();
+  std::vector<forge::KernelToPrepare> kernels;
+  for (std::size_t i = 0; i < generated.size(); ++i)
+    kernels.push_back({definitions[i], &generated[i]});
+
+  Result<std::vector<forge::PreparedKernel>> prepared =
+      forge::PreparedKernel::prepare_all(device, kernels);
+  ASSERT_FALSE(prepared.ok());
+  const std::string text = prepared.error().to_string();
+  const std::string label = broken.kernel_id + "." + broken.entry_points.front();
+  EXPECT_EQ(prepared.error().kind(), ErrorKind::kCompilation) << text;
+  EXPECT_NE(text.find("WGSL of " + label + " does not compile:"), std::string::npos) << text;
+  EXPECT_NE(text.find("unresolved value 'undefined_name'"), std::string::npos) << text;
+  EXPECT_NE(
+      text.find("preparing " + broken.kernel_id + " with schedule " + broken.schedule.to_string()),
+      std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("scan_exclusive_u32"), std::string::npos) << text;
+  EXPECT_EQ(text.find("affine_f32"), std::string::npos) << text;
+
+  // One at a time, the same kernel gives the same error.
+  Result<forge::PreparedKernel> alone =
+      forge::PreparedKernel::prepare(device, *definitions[1], broken);
+  ASSERT_FALSE(alone.ok());
+  EXPECT_EQ(alone.error().to_string(), text);
+}
+
 }  // namespace
 }  // namespace wgsl_forge
