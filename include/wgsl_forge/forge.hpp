@@ -199,7 +199,9 @@ struct KernelLibraryOptions {
   // Runs the quick certification cases (CertifyOptions::quick, fresh seeds) of every tuned
   // winner before using it, and falls back to the default schedule if it fails them: the cache
   // records that the winner was certified, and this checks it again on this adapter and driver,
-  // for a cache that others can write (cache.hpp, trust model) or a driver that changed.
+  // for a cache that others can write (cache.hpp, trust model) or a driver that changed. Off by
+  // default: on lavapipe it made loading the catalog 3.7 times slower, 30-550 ms per kernel
+  // (docs/performance.md, "Re-certifying tuned winners at load").
   bool recertify_winners = false;
 };
 
