@@ -3,7 +3,11 @@
 //     (the steady state of a database); no GPU work is in the measured part;
 //   - first call: a fresh Primitives object loads (generates and compiles) the kernel, binds the
 //     buffers and records the call;
-//   - load all: a database's start-up, every builtin kernel loaded from the cache.
+//   - load all: a database's start-up, every builtin kernel loaded from the cache;
+//   - load one, plain and recertified: KernelLibrary::load of each kernel, without and with
+//     KernelLibraryOptions::recertify_winners (its tuned winner's quick certification cases run
+//     again); the difference is that option's cost per kernel. The label says whether the cache
+//     had a tuned winner (without one nothing is re-certified).
 //
 //   primitives_bench [--cache DIR] [google benchmark flags]   (docs/performance.md has results)
 
@@ -13,6 +17,7 @@
 #include <cstring>
 #include <optional>
 
+#include "wgsl_forge/forge.hpp"
 #include "wgsl_forge/primitives.hpp"
 
 using namespace wgsl_forge;
@@ -103,6 +108,31 @@ void BM_LoadAllKernels(benchmark::State& state) {
   }
 }
 
+void BM_LoadKernel(benchmark::State& state, std::string kernel_id, bool recertify) {
+  for (auto _ : state) {
+    forge::KernelLibrary library(device(), cache(), {.recertify_winners = recertify});
+    Result<forge::KernelLibrary::ReadyKernel> ready = library.load(kernel_id);
+    if (!ready) {
+      state.SkipWithError(ready.error().to_string().c_str());
+      break;
+    }
+    state.SetLabel(ready->tuned ? "tuned" : ready->origin.substr(0, 60));
+  }
+}
+
+void register_load_kernel_benchmarks() {
+  for (const kernels::KernelDefinition* kernel : kernels::builtin_kernels()) {
+    for (bool recertify : {false, true}) {
+      const std::string name =
+          "BM_LoadKernel/" + std::string(kernel->id()) + (recertify ? "/recertified" : "/plain");
+      benchmark::RegisterBenchmark(name.c_str(), BM_LoadKernel, std::string(kernel->id()),
+                                   recertify)
+          ->Unit(benchmark::kMillisecond)
+          ->Iterations(3);
+    }
+  }
+}
+
 BENCHMARK(BM_RecordSortU32)->Unit(benchmark::kMicrosecond)->UseManualTime();
 BENCHMARK(BM_RecordSumF32)->Unit(benchmark::kMicrosecond)->UseManualTime();
 BENCHMARK(BM_RecordAffineF32)->Unit(benchmark::kMicrosecond)->UseManualTime();
@@ -121,6 +151,7 @@ int main(int argc, char** argv) {
     }
   }
   benchmark::Initialize(&argc, argv);
+  register_load_kernel_benchmarks();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

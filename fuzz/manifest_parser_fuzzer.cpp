@@ -1,6 +1,7 @@
 // libFuzzer target for the manifest parser: any bytes, as a tuning and as a certification
-// manifest. The parser must never crash, and what it accepts must be exactly what serializing the
-// parsed value writes (a manifest file has one spelling).
+// manifest. The parser must never crash, what it accepts must be exactly what serializing the
+// parsed value writes (a manifest file has one spelling), and it must be a manifest create()
+// could have made (no broken invariant).
 
 #include <cstddef>
 #include <cstdint>
@@ -17,6 +18,7 @@ void check_round_trip(const wgsl_forge::Result<Manifest>& parsed, std::string_vi
     if (parsed.error().message().empty()) std::abort();  // every refusal says why
     return;
   }
+  if (parsed->broken_invariant()) std::abort();
   wgsl_forge::Result<std::string> written = wgsl_forge::serialize_manifest(*parsed);
   if (!written || *written != bytes) std::abort();
 }

@@ -22,9 +22,32 @@
 //     only ever make regular files, and a link may name anything (a FIFO, a device, /dev/zero);
 //   - topology_key(topology_hash, kernel_id) = BLAKE3(topology_hash + "\0" + kernel_id), hex.
 //
-// Trust model: the root is shared with whoever else can write it (other processes, other users,
-// a damaged disk); readers trust nothing in it, neither the type nor the content of a file, and
-// every such file is reported, never a hang.
+// Trust model. Whoever can write the root can change what every reader of it runs: the cache is
+// as trusted as the least trusted writer of its directory, so it belongs to one user (the default
+// roots under $HOME and $XDG_CACHE_HOME are; a --cache or WGSL_FORGE_CACHE shared with others
+// gives them that power). The hashes in an entry detect damage (a torn write, a flipped bit, a
+// hand edit that did not recompute them), not malice: anyone who can write a file can write one
+// whose hashes match. So readers trust nothing in the root, neither the type nor the content of
+// a file, and every such file is reported, never a hang; and what a writer can achieve is
+// bounded by what is checked before an entry is used:
+//   - the parser accepts only what the manifest's create() would make (model.hpp,
+//     broken_invariant): a winner that is certified and among the finalists, consistent counts,
+//     the cache key of the identity; anything else is corruption naming the field and the rule;
+//   - using a tuning entry (forge::find_unusable_tuning: KernelLibrary, auto-tune-all, bench,
+//     cache verify) requires its kernel's current revision, a winner that is a legal schedule of
+//     that revision (and fits the device, where one is open) and a source hash equal to that of
+//     the WGSL regenerated for the winner; otherwise the default schedule runs (or auto-tune-all
+//     tunes again) and the reason names the entry. The WGSL that runs is always regenerated,
+//     never read from the cache;
+//   - so an edit can at most pick another legal schedule of the kernel (a slower one, or one
+//     that computes wrong results on this adapter: the winner's certification is recorded, not
+//     re-run, unless KernelLibraryOptions::recertify re-runs its quick cases at load), make a
+//     kernel fall back to its default schedule, or make auto-tune-all tune again. It cannot make
+//     a reader run WGSL that the generator did not write, run a schedule outside the kernel's
+//     space, crash, hang or exhaust memory (the size and nesting limits of manifest_json.hpp).
+// Certification entries are evidence keyed by everything they certify (including the source
+// hash, which --source may make that of hand-written WGSL); nothing runs because of one, and
+// auto-tune-all only counts their cases.
 //
 // Crash safety: a process killed at any point of a store leaves either no entry or the complete
 // one, plus at most its temporary file, which readers never see; remove_stale_temporaries (the
@@ -59,10 +82,16 @@ struct CacheEntry {
 
 enum class EntryHealth {
   kValid,       // parses and belongs to its key
-  kCorrupt,     // an entry name whose content does not parse or belongs to another key
+  kCorrupt,     // an entry name whose content does not parse, breaks an invariant of its
+                // manifest's create() or belongs to another key
   kUnreadable,  // the operating system refused to read it
   kForeign,     // a file in the root that is not named like an entry
   kTemporary,   // a writer's temporary file (left by a crash when no writer is running)
+  // Set by forge::verify_cache, which knows the kernels (ManifestCache::verify does not): a
+  // tuning entry that parses but that this build does not use.
+  kStale,            // tuned for another revision of its kernel, or a kernel not in the catalog
+  kIllegalSchedule,  // its winner is not a legal schedule of its kernel's current revision
+  kSourceMismatch,   // its source hash is not that of the WGSL its winner generates now
 };
 const char* entry_health_name(EntryHealth health);
 
@@ -86,7 +115,7 @@ struct PruneReport {
 struct VerifyReport {
   std::vector<EntryCheck> checks;  // in file name order
 
-  // True when no entry is corrupt, unreadable or foreign (temporary files are tolerated).
+  // True when every file is a valid entry or a temporary file.
   bool clean() const;
 };
 

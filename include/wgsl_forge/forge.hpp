@@ -121,11 +121,33 @@ AutoTuneRow tune_and_store(gpu::Device& device, const ManifestCache& cache,
                            const kernels::KernelDefinition& kernel, const AutoTuneOptions& options);
 
 // True when tune_and_store would tune `kernel`, and so write to the cache: options.retune, no
-// entry, or an entry of an older kernel revision. False for a valid current entry and for a
-// damaged one (which tune_and_store reports without replacing it), so that a caller can prove the
-// cache writable only when it will be written.
+// entry, or an entry this build does not use (find_unusable_tuning: another kernel revision, an
+// illegal winner, a source hash that is not the regenerated WGSL's). False for a usable entry
+// and for a damaged one (which tune_and_store reports without replacing it), so that a caller
+// can prove the cache writable only when it will be written.
 bool would_tune(const gpu::Device& device, const ManifestCache& cache,
                 const kernels::KernelDefinition& kernel, const AutoTuneOptions& options);
+
+// Why this build does not use a tuning entry that parses (so every invariant of
+// TuningManifest::create holds in it): the kind cache verify reports (kStale, kIllegalSchedule
+// or kSourceMismatch) and the reason, one sentence naming the kernel.
+struct UnusableTuning {
+  EntryHealth health = EntryHealth::kStale;
+  std::string reason;
+};
+
+// nullopt when `manifest` may be used for `kernel`: it was tuned for the kernel's current
+// revision, its winner is a legal schedule of that revision (check_knobs; with `device`, also
+// check_schedule against its limits) and its source hash is that of the WGSL the generator writes
+// for the winner now. The checks the parser cannot make, because they need the kernel.
+std::optional<UnusableTuning> find_unusable_tuning(const kernels::KernelDefinition& kernel,
+                                                   const TuningManifest& manifest,
+                                                   const kernels::DeviceCapabilities* device);
+
+// ManifestCache::verify, then every valid tuning entry checked by find_unusable_tuning (without a
+// device: cache verify opens none), so that an entry the library would not use is reported by
+// name and kind, and the report is not clean.
+Result<VerifyReport> verify_cache(const ManifestCache& cache);
 
 // Tunes every builtin kernel not yet tuned for this adapter's topology and stores the tuning and
 // certification manifests; asks the cache first. A failure of one kernel (even a corrupt cache
@@ -174,25 +196,39 @@ Result<BenchRow> bench_kernel(gpu::Device& device, const ManifestCache& cache,
                               const std::optional<Schedule>& given = std::nullopt,
                               const std::optional<std::string>& given_source = std::nullopt);
 
+struct KernelLibraryOptions {
+  // Runs the quick certification cases (CertifyOptions::quick, fresh seeds) of every tuned
+  // winner before using it, and falls back to the default schedule if it fails them: the cache
+  // records that the winner was certified, and this checks it again on this adapter and driver,
+  // for a cache that others can write (cache.hpp, trust model) or a driver that changed. Off by
+  // default: on lavapipe it made loading the catalog 3.7 times slower, 30-550 ms per kernel
+  // (docs/performance.md, "Re-certifying tuned winners at load").
+  bool recertify_winners = false;
+};
+
 // What a database calls at start-up: the tuned kernels of this adapter, ready to run.
 class KernelLibrary {
  public:
-  KernelLibrary(gpu::Device& device, ManifestCache cache)
-      : device_(&device), cache_(std::move(cache)) {}
+  KernelLibrary(gpu::Device& device, ManifestCache cache, KernelLibraryOptions options = {})
+      : device_(&device), cache_(std::move(cache)), options_(options) {}
 
   struct ReadyKernel {
     const kernels::KernelDefinition* definition = nullptr;
     PreparedKernel prepared;
-    bool tuned = false;  // false: the default schedule, because the cache has no tuning
-    std::string origin;  // "tuned on <date-free topology key>" or why the default is used
+    bool tuned = false;  // false: the default schedule, because no usable tuning is cached
+    std::string origin;  // "tuned: ..." or why the default is used, naming the entry
   };
 
   // The pipelines of `kernel_id` with its tuned schedule for this topology, or the default
-  // schedule (tuned = false, origin says why) when it has not been tuned here yet.
+  // schedule (tuned = false, origin says why) when it has not been tuned here yet, or its entry
+  // cannot be read or used (find_unusable_tuning), or fails its re-certification.
   Result<ReadyKernel> load(std::string_view kernel_id);
   // The kernels of `kernel_ids` as load gives them, with all their pipelines compiled at once
   // (PreparedKernel::prepare_all); the first kernel that fails gives the error.
   Result<std::vector<ReadyKernel>> load(std::span<const std::string_view> kernel_ids);
+  // One kernel as load(kernel_id) gives it, for a definition outside the catalog too (a
+  // program's own kernel, a test's), tuned in the cache under its id.
+  Result<ReadyKernel> load(const kernels::KernelDefinition& kernel);
 
  private:
   // A kernel's schedule chosen and its WGSL generated: a ReadyKernel but for the pipelines.
@@ -202,10 +238,13 @@ class KernelLibrary {
     bool tuned = false;
     std::string origin;
   };
-  Result<ChosenKernel> choose(std::string_view kernel_id);
+  Result<ChosenKernel> choose(const kernels::KernelDefinition& kernel);
+  // The chosen kernels' pipelines, all compiled at once.
+  Result<std::vector<ReadyKernel>> prepare(std::vector<ChosenKernel> chosen);
 
   gpu::Device* device_;
   ManifestCache cache_;
+  KernelLibraryOptions options_;
 };
 
 }  // namespace wgsl_forge::forge

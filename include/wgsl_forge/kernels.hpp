@@ -198,8 +198,11 @@ class KernelDefinition {
   virtual std::vector<std::string> starting_points() const;
 
   Schedule default_schedule() const;
-  // Every knob present with a legal value, no unknown knob, and the schedule fits the device
-  // (workgroup size, workgroup memory, features); the error names the knob, value and limit.
+  // Every knob present with one of its legal values and no unknown knob: what a schedule must
+  // be on any device (generate_wgsl may assume it); the error names the knob and value.
+  Status check_knobs(const Schedule& schedule) const;
+  // check_knobs, and the schedule fits the device (workgroup size, workgroup memory, features);
+  // the error names the knob, value and limit.
   Status check_schedule(const Schedule& schedule, const DeviceCapabilities& device) const;
   // Schedule-specific limits beyond the knob lists (default: none).
   virtual Status check_resources(const Schedule& schedule, const DeviceCapabilities& device) const;

@@ -169,6 +169,13 @@ struct TuningContext {
   bool operator==(const TuningContext&) const = default;
 };
 
+// A rule of a manifest's create() that the manifest's own fields break: the field, as the on-disk
+// form names it ("result.finalists"), and the rule in words, one sentence as create() reports it.
+struct BrokenInvariant {
+  std::string field;
+  std::string rule;
+};
+
 // Evidence that `result.winner` is the fastest certified schedule of a kernel on an adapter.
 struct TuningManifest {
   static constexpr std::uint32_t kSchemaVersion = 1;
@@ -182,10 +189,20 @@ struct TuningManifest {
   TuningContext context;
   TuningResult result;
 
-  // Checks that the evidence is coherent (the generated kernel is the winner's, the winner was
-  // certified and is among the finalists) and computes the cache key.
+  // Checks that the evidence is coherent (the generated kernel is the winner's and its source
+  // hash that of its source), sorts and deduplicates the toggles, computes the cache key and
+  // then requires broken_invariant() to find nothing.
   static Result<TuningManifest> create(const GeneratedKernel& generated, AdapterIdentity adapter,
                                        TuningResult result, TuningContext context = {});
+
+  // The invariants of every manifest create() makes, on the fields alone: a kernel id, a
+  // topology hash of 64 hex characters (when recorded), a certified winner (compared elements,
+  // no mismatch) that is among the finalists, no more rejected than evaluated candidates, sorted
+  // unique toggles, and the cache key of the identity. The parser refuses a stored manifest that
+  // breaks one, so what is read is what create() accepts. Whether the source hash is that of the
+  // WGSL the generator writes for the winner needs the kernel: forge checks it where an entry is
+  // used (forge::find_unusable_tuning).
+  std::optional<BrokenInvariant> broken_invariant() const;
 
   // BLAKE3 over what identifies the tuned code and hardware: kernel id and revision, backend,
   // source hash, adapter identity and topology hash. Timings are not part of the key.
@@ -235,12 +252,18 @@ struct CertificationManifest {
   std::vector<CertificationCase> cases;
   Verdict verdict = Verdict::kRejected;
 
-  // The verdict follows from the cases (see verdict_of).
+  // The verdict follows from the cases (see verdict_of); requires broken_invariant() to find
+  // nothing in what it makes.
   static Result<CertificationManifest> create(const GeneratedKernel& generated,
                                               AdapterIdentity adapter,
                                               std::optional<std::string> topology_hash,
                                               std::string tolerance,
                                               std::vector<CertificationCase> cases);
+
+  // The invariants of every manifest create() makes, on the fields alone: a kernel id, a
+  // topology hash of 64 hex characters (when recorded), the verdict of the cases and the cache
+  // key of the identity. The parser refuses a stored manifest that breaks one.
+  std::optional<BrokenInvariant> broken_invariant() const;
 
   std::optional<std::string> compute_cache_key() const;
 

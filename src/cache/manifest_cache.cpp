@@ -284,6 +284,12 @@ const char* entry_health_name(EntryHealth health) {
       return "foreign";
     case EntryHealth::kTemporary:
       return "temporary";
+    case EntryHealth::kStale:
+      return "stale";
+    case EntryHealth::kIllegalSchedule:
+      return "illegal_schedule";
+    case EntryHealth::kSourceMismatch:
+      return "source_mismatch";
   }
   return "unknown";
 }

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "wgsl_forge/cache.hpp"
+#include "wgsl_forge/forge.hpp"
 #include "wgsl_forge/manifest_json.hpp"
 #include "wgsl_forge/version.hpp"
 
@@ -74,7 +75,7 @@ int run_show(const GlobalOptions& options, const std::string& key) {
 int run_verify(const GlobalOptions& options, bool as_json) {
   Result<ManifestCache> cache = open_cache(options);
   if (!cache) return report_error(cache.error());
-  Result<VerifyReport> report = cache->verify();
+  Result<VerifyReport> report = forge::verify_cache(*cache);
   if (!report) return report_error(report.error());
   if (as_json) {
     nlohmann::json rows = nlohmann::json::array();
@@ -158,7 +159,9 @@ void add_cache_commands(CLI::App& app, const GlobalOptions& options, std::functi
 
   auto verify_json = std::make_shared<bool>(false);
   CLI::App* verify =
-      cache->add_subcommand("verify", "Read every entry; exit 1 if any is corrupt or foreign");
+      cache->add_subcommand("verify",
+                            "Read every entry; exit 1 if any is corrupt, foreign or one this build "
+                            "does not use (stale, illegal schedule, source mismatch)");
   verify->add_flag("--json", *verify_json, "Print JSON");
   verify->callback([&run, &options, verify_json] {
     run = [&options, verify_json] { return run_verify(options, *verify_json); };

@@ -23,6 +23,13 @@ std::size_t certified_cases(gpu::Device& device, const ManifestCache& cache,
   return (*stored)->cases.size();
 }
 
+// An entry that parses but that KernelLibrary would not use on this device counts as not tuned.
+bool unusable_here(const gpu::Device& device, const kernels::KernelDefinition& kernel,
+                   const TuningManifest& manifest) {
+  const kernels::DeviceCapabilities capabilities = capabilities_of(device.adapter());
+  return find_unusable_tuning(kernel, manifest, &capabilities).has_value();
+}
+
 }  // namespace
 
 Result<std::filesystem::path> store_certification_evidence(const ManifestCache& cache,
@@ -42,7 +49,7 @@ bool would_tune(const gpu::Device& device, const ManifestCache& cache,
   if (options.retune) return true;
   Result<std::optional<TuningManifest>> cached =
       cache.load_tuning_for_topology(device.adapter().topology_hash, kernel.id());
-  return cached && (!cached->has_value() || (*cached)->kernel_revision != kernel.revision());
+  return cached && (!cached->has_value() || unusable_here(device, kernel, **cached));
 }
 
 AutoTuneRow tune_and_store(gpu::Device& device, const ManifestCache& cache,
@@ -55,21 +62,20 @@ AutoTuneRow tune_and_store(gpu::Device& device, const ManifestCache& cache,
 
   // Ask the cache first, as the original module does.
   Result<std::optional<TuningManifest>> cached = cache.load_tuning(key);
-  const bool stale =
-      cached && cached->has_value() && (*cached)->kernel_revision != kernel.revision();
+  const bool unusable = cached && cached->has_value() && unusable_here(device, kernel, **cached);
   if (!cached && !options.retune) {
     row.message =
         cached.error().to_string() + " Run wgsl-forge auto-tune-all --retune to replace it.";
     return row;
   }
-  if (cached && cached->has_value() && !stale && !options.retune) {
+  if (cached && cached->has_value() && !unusable && !options.retune) {
     row.status = AutoTuneRow::Status::kCached;
     row.manifest = **cached;
     row.certified_cases = certified_cases(device, cache, kernel, **cached);
     return row;
   }
   if (!cached || cached->has_value()) {
-    // Replacing an entry (re-tune, a new kernel revision, or a damaged file) is explicit.
+    // Replacing an entry (re-tune, one this build does not use, or a damaged file) is explicit.
     Result<bool> removed = cache.remove(ManifestKind::kTuning, key);
     if (!removed) {
       row.message = removed.error().to_string();

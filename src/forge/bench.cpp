@@ -123,7 +123,7 @@ Result<BenchRow> bench_kernel(gpu::Device& device, const ManifestCache& cache,
     schedules.insert(schedules.begin(), {"tuned", *given});
     row.given = true;
     row.given_source = given_source.has_value();
-  } else if (tuned->has_value() && (*tuned)->kernel_revision == kernel.revision()) {
+  } else if (tuned->has_value() && !find_unusable_tuning(kernel, **tuned, &capabilities)) {
     schedules.insert(schedules.begin(), {"tuned", (*tuned)->result.winner.schedule});
   }
   const std::vector<kernels::CaseSpec> specs = kernel.certification_cases();

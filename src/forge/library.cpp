@@ -4,40 +4,112 @@
 
 namespace wgsl_forge::forge {
 
-Result<KernelLibrary::ChosenKernel> KernelLibrary::choose(std::string_view kernel_id) {
-  Result<const kernels::KernelDefinition*> kernel = kernels::find_kernel(kernel_id);
-  if (!kernel) return std::move(kernel).error();
-  const kernels::DeviceCapabilities capabilities = capabilities_of(device_->adapter());
-  const std::string& topology = device_->adapter().topology_hash;
+namespace {
 
-  Schedule schedule = (*kernel)->default_schedule();
+struct ScheduleChoice {
+  Schedule schedule;
   bool tuned = false;
   std::string origin;
-  Result<std::optional<TuningManifest>> cached =
-      cache_.load_tuning_for_topology(topology, kernel_id);
+};
+
+ScheduleChoice default_schedule_because(const kernels::KernelDefinition& kernel,
+                                        std::string reason) {
+  return {kernel.default_schedule(), false, "default schedule: " + std::move(reason)};
+}
+
+// The cached winner when this build may use it (find_unusable_tuning, with the device's
+// limits), else the default schedule with the reason, naming the entry.
+ScheduleChoice choose_schedule(const kernels::KernelDefinition& kernel, const ManifestCache& cache,
+                               const std::string& topology,
+                               const kernels::DeviceCapabilities& capabilities) {
+  const std::string key = ManifestCache::topology_key(topology, kernel.id());
+  Result<std::optional<TuningManifest>> cached = cache.load_tuning(key);
   if (!cached) {
-    origin = "default schedule: the cache entry cannot be used (" + cached.error().message() + ")";
-  } else if (!cached->has_value()) {
-    origin = "default schedule: not tuned for this adapter yet (run wgsl-forge auto-tune-all)";
-  } else if ((*cached)->kernel_revision != (*kernel)->revision()) {
-    origin = "default schedule: tuned for revision " + std::to_string((*cached)->kernel_revision) +
-             ", the generator is now revision " + std::to_string((*kernel)->revision()) +
-             " (run wgsl-forge auto-tune-all)";
-  } else {
-    schedule = (*cached)->result.winner.schedule;
-    tuned = true;
-    origin = "tuned: median " + std::to_string((*cached)->result.winner.timing.median_ns / 1e3) +
-             " us at problem size " + std::to_string((*cached)->context.problem_size) +
-             " (cache key " + ManifestCache::topology_key(topology, kernel_id) + ")";
+    return default_schedule_because(
+        kernel, "the cache entry cannot be used (" + cached.error().message() + ")");
+  }
+  if (!cached->has_value()) {
+    return default_schedule_because(
+        kernel, "not tuned for this adapter yet (run wgsl-forge auto-tune-all)");
+  }
+  const TuningManifest& manifest = **cached;
+  if (std::optional<UnusableTuning> unusable =
+          find_unusable_tuning(kernel, manifest, &capabilities)) {
+    return default_schedule_because(
+        kernel, "cache entry " + cache.path_for(ManifestKind::kTuning, key).string() + " is " +
+                    entry_health_name(unusable->health) + ": " + unusable->reason);
+  }
+  return {manifest.result.winner.schedule, true,
+          "tuned: median " + std::to_string(manifest.result.winner.timing.median_ns / 1e3) +
+              " us at problem size " + std::to_string(manifest.context.problem_size) +
+              " (cache key " + key + ")"};
+}
+
+// The quick certification cases of a tuned winner, run again on this device: a winner that
+// fails them (or cannot run) gives way to the default schedule.
+ScheduleChoice recertified(gpu::Device& device, const kernels::KernelDefinition& kernel,
+                           ScheduleChoice tuned) {
+  CertifyOptions quick;
+  quick.quick = true;
+  Result<CertificationManifest> certification = certify(device, kernel, tuned.schedule, quick);
+  if (!certification) {
+    return default_schedule_because(kernel, "the tuned winner " + tuned.schedule.to_string() +
+                                                " cannot be re-certified (" +
+                                                certification.error().to_string() + ")");
+  }
+  if (certification->verdict != Verdict::kCertified) {
+    return default_schedule_because(
+        kernel, "the tuned winner " + tuned.schedule.to_string() +
+                    " fails its quick re-certification: " + first_failure(*certification) +
+                    " (run wgsl-forge auto-tune-all --retune)");
+  }
+  tuned.origin +=
+      "; re-certified on " + std::to_string(certification->cases.size()) + " quick cases";
+  return tuned;
+}
+
+}  // namespace
+
+Result<KernelLibrary::ChosenKernel> KernelLibrary::choose(const kernels::KernelDefinition& kernel) {
+  const kernels::DeviceCapabilities capabilities = capabilities_of(device_->adapter());
+  ScheduleChoice choice =
+      choose_schedule(kernel, cache_, device_->adapter().topology_hash, capabilities);
+  if (choice.tuned && options_.recertify_winners) {
+    choice = recertified(*device_, kernel, std::move(choice));
   }
   Result<GeneratedKernel> generated =
-      kernels::generate_builtin(**kernel, schedule, TargetBackend::kWgsl, capabilities);
+      kernels::generate_builtin(kernel, choice.schedule, TargetBackend::kWgsl, capabilities);
   if (!generated) return std::move(generated).error();
-  return ChosenKernel{*kernel, std::move(generated).value(), tuned, std::move(origin)};
+  return ChosenKernel{&kernel, std::move(generated).value(), choice.tuned,
+                      std::move(choice.origin)};
+}
+
+Result<std::vector<KernelLibrary::ReadyKernel>> KernelLibrary::prepare(
+    std::vector<ChosenKernel> chosen) {
+  std::vector<KernelToPrepare> to_prepare;
+  for (const ChosenKernel& one : chosen) to_prepare.push_back({one.definition, &one.generated});
+  Result<std::vector<PreparedKernel>> prepared = PreparedKernel::prepare_all(*device_, to_prepare);
+  if (!prepared) return std::move(prepared).error();
+  std::vector<ReadyKernel> ready;
+  for (std::size_t i = 0; i < chosen.size(); ++i) {
+    ready.push_back(ReadyKernel{chosen[i].definition, std::move((*prepared)[i]), chosen[i].tuned,
+                                std::move(chosen[i].origin)});
+  }
+  return ready;
 }
 
 Result<KernelLibrary::ReadyKernel> KernelLibrary::load(std::string_view kernel_id) {
   Result<std::vector<ReadyKernel>> ready = load(std::span(&kernel_id, 1));
+  if (!ready) return std::move(ready).error();
+  return std::move(ready->front());
+}
+
+Result<KernelLibrary::ReadyKernel> KernelLibrary::load(const kernels::KernelDefinition& kernel) {
+  Result<ChosenKernel> chosen = choose(kernel);
+  if (!chosen) return std::move(chosen).error();
+  std::vector<ChosenKernel> one;
+  one.push_back(std::move(chosen).value());
+  Result<std::vector<ReadyKernel>> ready = prepare(std::move(one));
   if (!ready) return std::move(ready).error();
   return std::move(ready->front());
 }
@@ -49,23 +121,18 @@ Result<std::vector<KernelLibrary::ReadyKernel>> KernelLibrary::load(
   // error is the one loading them one by one would give first.
   std::optional<Error> stopped;
   for (std::string_view kernel_id : kernel_ids) {
-    Result<ChosenKernel> one = choose(kernel_id);
+    Result<const kernels::KernelDefinition*> kernel = kernels::find_kernel(kernel_id);
+    Result<ChosenKernel> one =
+        kernel ? choose(**kernel) : Result<ChosenKernel>(std::move(kernel).error());
     if (!one) {
       stopped = std::move(one).error();
       break;
     }
     chosen.push_back(std::move(one).value());
   }
-  std::vector<KernelToPrepare> to_prepare;
-  for (const ChosenKernel& one : chosen) to_prepare.push_back({one.definition, &one.generated});
-  Result<std::vector<PreparedKernel>> prepared = PreparedKernel::prepare_all(*device_, to_prepare);
-  if (!prepared) return std::move(prepared).error();
+  Result<std::vector<ReadyKernel>> ready = prepare(std::move(chosen));
+  if (!ready) return std::move(ready).error();
   if (stopped) return std::move(*stopped);
-  std::vector<ReadyKernel> ready;
-  for (std::size_t i = 0; i < chosen.size(); ++i) {
-    ready.push_back(ReadyKernel{chosen[i].definition, std::move((*prepared)[i]), chosen[i].tuned,
-                                std::move(chosen[i].origin)});
-  }
   return ready;
 }
 

@@ -126,8 +126,7 @@ Error knob_error(const KernelDefinition& kernel, const Schedule& schedule, std::
 
 }  // namespace
 
-Status KernelDefinition::check_schedule(const Schedule& schedule,
-                                        const DeviceCapabilities& device) const {
+Status KernelDefinition::check_knobs(const Schedule& schedule) const {
   const std::vector<KnobSpec> specs = knobs();
   for (const auto& [name, value] : schedule.knobs()) {
     auto spec = std::find_if(specs.begin(), specs.end(),
@@ -150,6 +149,12 @@ Status KernelDefinition::check_schedule(const Schedule& schedule,
       return knob_error(*this, schedule, "Knob " + spec.name + " is missing.");
     }
   }
+  return Ok{};
+}
+
+Status KernelDefinition::check_schedule(const Schedule& schedule,
+                                        const DeviceCapabilities& device) const {
+  if (Status knobs_legal = check_knobs(schedule); !knobs_legal) return knobs_legal;
   if (auto size = schedule.get("workgroup_size")) {
     if (*size > device.max_invocations_per_workgroup || *size > device.max_workgroup_size_x) {
       return knob_error(*this, schedule,

@@ -178,10 +178,8 @@ void GeneratedKernel::seal() { source_hash = blake3_hex(source); }
 
 namespace {
 
+// A manifest records the source hash but not the source, so create() checks it on its input.
 Status check_generated(const GeneratedKernel& generated) {
-  if (generated.kernel_id.empty()) {
-    return Error(ErrorKind::kInvalidInput, "The generated kernel has no kernel id.");
-  }
   if (generated.source_hash != blake3_hex(generated.source)) {
     return Error(ErrorKind::kInvalidInput,
                  "The generated kernel's source hash (" + generated.source_hash +
@@ -191,40 +189,68 @@ Status check_generated(const GeneratedKernel& generated) {
   return Ok{};
 }
 
-Status check_topology_hash(const std::optional<std::string>& topology_hash) {
-  if (topology_hash && !is_hex_digest(*topology_hash)) {
-    return Error(ErrorKind::kInvalidInput,
-                 "Topology hash (" + *topology_hash + ") is not 64 hexadecimal characters.");
-  }
-  return Ok{};
+std::optional<BrokenInvariant> broken_kernel_id(const std::string& kernel_id) {
+  if (kernel_id.empty()) return BrokenInvariant{"kernel_id", "The kernel id is empty."};
+  return std::nullopt;
 }
 
-Status check_tuning_result(const GeneratedKernel& generated, const TuningResult& result) {
-  const CandidateResult& winner = result.winner;
-  if (generated.schedule != winner.schedule) {
-    return Error(ErrorKind::kInvalidInput,
-                 "The generated kernel's schedule " + generated.schedule.to_string() +
-                     " is not the winner's " + winner.schedule.to_string() + ".");
+std::optional<BrokenInvariant> broken_topology_hash(const std::optional<std::string>& topology_hash,
+                                                    const char* field) {
+  if (topology_hash && !is_hex_digest(*topology_hash)) {
+    return BrokenInvariant{
+        field, "Topology hash (" + *topology_hash + ") is not 64 hexadecimal characters."};
   }
+  return std::nullopt;
+}
+
+std::optional<BrokenInvariant> broken_tuning_result(const TuningResult& result) {
+  const CandidateResult& winner = result.winner;
   if (!winner.oracle.matches() || winner.oracle.compared == 0) {
-    return Error(ErrorKind::kInvalidInput,
-                 "The winner " + winner.schedule.to_string() + " is not certified (" +
-                     std::to_string(winner.oracle.mismatch_count) + " mismatches in " +
-                     std::to_string(winner.oracle.compared) +
-                     " compared elements); only certified schedules can win.");
+    return BrokenInvariant{"result.winner.oracle",
+                           "The winner " + winner.schedule.to_string() + " is not certified (" +
+                               std::to_string(winner.oracle.mismatch_count) + " mismatches in " +
+                               std::to_string(winner.oracle.compared) +
+                               " compared elements); only certified schedules can win."};
   }
   if (std::find(result.finalists.begin(), result.finalists.end(), winner) ==
       result.finalists.end()) {
-    return Error(ErrorKind::kInvalidInput,
-                 "The winner " + winner.schedule.to_string() + " is not among the finalists.");
+    return BrokenInvariant{"result.finalists", "The winner " + winner.schedule.to_string() +
+                                                   " is not among the finalists."};
   }
   if (result.rejected_candidates > result.evaluated_candidates) {
-    return Error(ErrorKind::kInvalidInput, "Rejected candidates (" +
-                                               std::to_string(result.rejected_candidates) +
-                                               ") exceed evaluated candidates (" +
-                                               std::to_string(result.evaluated_candidates) + ").");
+    return BrokenInvariant{"result.rejected_candidates",
+                           "Rejected candidates (" + std::to_string(result.rejected_candidates) +
+                               ") exceed evaluated candidates (" +
+                               std::to_string(result.evaluated_candidates) + ")."};
   }
-  return Ok{};
+  return std::nullopt;
+}
+
+// create() sorts and deduplicates the toggles, so a manifest it made always has them so.
+std::optional<BrokenInvariant> broken_toggles(const std::vector<std::string>& toggles) {
+  for (std::size_t i = 1; i < toggles.size(); ++i) {
+    if (toggles[i - 1] >= toggles[i]) {
+      return BrokenInvariant{"context.toggles", "The toggles are not sorted and unique ('" +
+                                                    toggles[i - 1] + "' comes before '" +
+                                                    toggles[i] + "')."};
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<BrokenInvariant> broken_cache_key(const std::optional<std::string>& recorded,
+                                                const std::optional<std::string>& computed,
+                                                const char* describes) {
+  if (recorded == computed) return std::nullopt;
+  return BrokenInvariant{
+      "cache_key", "The cache key (" + recorded.value_or("null") + ") does not match the " +
+                       describes + " the manifest describes (" + computed.value_or("null") + ")."};
+}
+
+Error invariant_error(const BrokenInvariant& broken, const char* what,
+                      const std::string& kernel_id) {
+  return Error(ErrorKind::kInvalidInput, broken.rule)
+      .with_context(std::string("building the ") + what + " manifest of " + kernel_id);
 }
 
 }  // namespace
@@ -232,12 +258,16 @@ Status check_tuning_result(const GeneratedKernel& generated, const TuningResult&
 Result<TuningManifest> TuningManifest::create(const GeneratedKernel& generated,
                                               AdapterIdentity adapter, TuningResult result,
                                               TuningContext context) {
-  for (Status status : {check_generated(generated), check_topology_hash(context.topology_hash),
-                        check_tuning_result(generated, result)}) {
-    if (!status) {
-      return std::move(status).error().with_context("building the tuning manifest of " +
-                                                    generated.kernel_id);
-    }
+  if (Status valid = check_generated(generated); !valid) {
+    return std::move(valid).error().with_context("building the tuning manifest of " +
+                                                 generated.kernel_id);
+  }
+  // A tuning manifest has one schedule, the winner's: the generated kernel must be of it.
+  if (generated.schedule != result.winner.schedule) {
+    return Error(ErrorKind::kInvalidInput,
+                 "The generated kernel's schedule " + generated.schedule.to_string() +
+                     " is not the winner's " + result.winner.schedule.to_string() + ".")
+        .with_context("building the tuning manifest of " + generated.kernel_id);
   }
   std::sort(context.toggles.begin(), context.toggles.end());
   context.toggles.erase(std::unique(context.toggles.begin(), context.toggles.end()),
@@ -252,7 +282,20 @@ Result<TuningManifest> TuningManifest::create(const GeneratedKernel& generated,
   manifest.context = std::move(context);
   manifest.result = std::move(result);
   manifest.cache_key = manifest.compute_cache_key();
+  if (auto broken = manifest.broken_invariant()) {
+    return invariant_error(*broken, "tuning", manifest.kernel_id);
+  }
   return manifest;
+}
+
+std::optional<BrokenInvariant> TuningManifest::broken_invariant() const {
+  if (auto broken = broken_kernel_id(kernel_id)) return broken;
+  if (auto broken = broken_topology_hash(context.topology_hash, "context.topology_hash")) {
+    return broken;
+  }
+  if (auto broken = broken_tuning_result(result)) return broken;
+  if (auto broken = broken_toggles(context.toggles)) return broken;
+  return broken_cache_key(cache_key, compute_cache_key(), "kernel, adapter and topology");
 }
 
 std::string TuningManifest::compute_cache_key() const {
@@ -277,11 +320,9 @@ Result<CertificationManifest> CertificationManifest::create(
     const GeneratedKernel& generated, AdapterIdentity adapter,
     std::optional<std::string> topology_hash, std::string tolerance,
     std::vector<CertificationCase> cases) {
-  for (Status status : {check_generated(generated), check_topology_hash(topology_hash)}) {
-    if (!status) {
-      return std::move(status).error().with_context("building the certification manifest of " +
-                                                    generated.kernel_id);
-    }
+  if (Status valid = check_generated(generated); !valid) {
+    return std::move(valid).error().with_context("building the certification manifest of " +
+                                                 generated.kernel_id);
   }
   CertificationManifest manifest;
   manifest.kernel_id = generated.kernel_id;
@@ -295,7 +336,21 @@ Result<CertificationManifest> CertificationManifest::create(
   manifest.cases = std::move(cases);
   manifest.verdict = verdict_of(manifest.cases);
   manifest.cache_key = manifest.compute_cache_key();
+  if (auto broken = manifest.broken_invariant()) {
+    return invariant_error(*broken, "certification", manifest.kernel_id);
+  }
   return manifest;
+}
+
+std::optional<BrokenInvariant> CertificationManifest::broken_invariant() const {
+  if (auto broken = broken_kernel_id(kernel_id)) return broken;
+  if (auto broken = broken_topology_hash(topology_hash, "topology_hash")) return broken;
+  if (verdict != verdict_of(cases)) {
+    return BrokenInvariant{"verdict", std::string("The verdict (") + verdict_name(verdict) +
+                                          ") contradicts the cases, which make it " +
+                                          verdict_name(verdict_of(cases)) + "."};
+  }
+  return broken_cache_key(cache_key, compute_cache_key(), "kernel and topology");
 }
 
 std::optional<std::string> CertificationManifest::compute_cache_key() const {

@@ -223,6 +223,32 @@ TEST_F(ManifestCacheTest, DamagedEntriesAreReportedAsCorruptionNamingTheFile) {
   expect_corruption_reported(cache, manifest, path);
 }
 
+// A writer who knows the format edits an entry into evidence create() refuses and recomputes
+// both hashes: it is still corruption naming the file and the field, for loads and for verify.
+TEST_F(ManifestCacheTest, AnEntryThatBreaksAnInvariantIsCorruptEvenWithRecomputedHashes) {
+  SCOPED_TRACE(trace());
+  ManifestCache cache(cache_root());
+  TuningManifest manifest = testing::random_tuning_manifest(random_);
+  const fs::path path = cache.store_tuning(manifest).value();
+  manifest.result.winner.oracle.mismatch_count = 5;
+  manifest.result.finalists = {manifest.result.winner};
+  write_text(path, serialize_manifest(manifest).value());
+
+  Result<std::optional<TuningManifest>> loaded = cache.load_tuning(manifest.cache_key);
+  ASSERT_FALSE(loaded.ok()) << "the edited entry was read as valid";
+  EXPECT_EQ(loaded.error().kind(), ErrorKind::kCorruption);
+  EXPECT_EQ(loaded.error().message().rfind("Cache entry " + path.string() +
+                                               " is corrupt: Field 'result.winner.oracle' breaks "
+                                               "an invariant of tuning manifests: The winner ",
+                                           0),
+            0u)
+      << loaded.error().message();
+  VerifyReport report = cache.verify().value();
+  ASSERT_EQ(report.checks.size(), 1u);
+  EXPECT_EQ(report.checks[0].health, EntryHealth::kCorrupt);
+  EXPECT_FALSE(report.clean());
+}
+
 // Every prefix of a manifest, and the manifest with each byte changed in turn: every one is
 // corruption naming the file, and `cache verify` lists it as corrupt.
 TEST_F(ManifestCacheTest, EveryTruncationAndEveryByteFlipIsCorruption) {

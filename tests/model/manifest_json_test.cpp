@@ -272,7 +272,113 @@ TEST(ManifestJsonTest, EditedIdentityNoLongerMatchesItsCacheKey) {
   document["adapter"]["name"] = "a faster card";
   Result<TuningManifest> parsed = parse_tuning_manifest(canonical_dump(document));
   ASSERT_FALSE(parsed.ok());
-  EXPECT_EQ(parsed.error().message().rfind("Field 'cache_key' (", 0), 0u)
+  EXPECT_EQ(parsed.error().message().rfind(
+                "Field 'cache_key' breaks an invariant of tuning manifests: The cache key (", 0),
+            0u)
+      << parsed.error().message();
+}
+
+// The bytes a writer who knows the format makes of `edited`: the cache key and the content hash
+// are recomputed, so only the invariants of create() can refuse it.
+template <typename Manifest>
+std::string with_recomputed_hashes(Manifest edited) {
+  edited.cache_key = edited.compute_cache_key();
+  return serialize_manifest(edited).value();
+}
+
+struct HostileTuningEdit {
+  const char* name;
+  std::function<void(TuningManifest&)> edit;
+  const char* field;    // the field the parser names
+  bool create_refuses;  // create() refuses the same evidence (it sorts toggles instead)
+};
+
+TEST(ManifestJsonTest, TheParserRefusesWhatCreateRefusesEvenWithRecomputedHashes) {
+  const Schedule other({{"workgroup_size", 64}, {"items_per_invocation", 1}, {"vector_width", 1}});
+  const std::vector<HostileTuningEdit> edits = {
+      {"a winner that is not among the finalists",
+       [&](TuningManifest& m) { m.result.finalists = {certified_candidate(other, 900)}; },
+       "result.finalists", true},
+      {"a winner with 5 mismatches",
+       [](TuningManifest& m) {
+         m.result.winner.oracle.mismatch_count = 5;
+         m.result.winner.oracle.first_mismatch = Mismatch{7, 1.0, 2.0};
+         m.result.finalists = {m.result.winner};
+       },
+       "result.winner.oracle", true},
+      {"a winner compared on nothing",
+       [](TuningManifest& m) {
+         m.result.winner.oracle.compared = 0;
+         m.result.finalists = {m.result.winner};
+       },
+       "result.winner.oracle", true},
+      // The edit the issue saw run at start-up as 'tuned'.
+      {"a winner outside the finalists with 5 mismatches and a made-up source hash",
+       [&](TuningManifest& m) {
+         m.result.winner.oracle.mismatch_count = 5;
+         m.result.finalists = {certified_candidate(other, 900)};
+         m.source_hash = std::string(64, 'f');
+       },
+       "result.winner.oracle", true},
+      {"more rejected than evaluated candidates",
+       [](TuningManifest& m) { m.result.rejected_candidates = m.result.evaluated_candidates + 1; },
+       "result.rejected_candidates", true},
+      {"unsorted toggles",
+       [](TuningManifest& m) {
+         m.context.toggles = {"b", "a"};
+       },
+       "context.toggles", false},
+      {"repeated toggles",
+       [](TuningManifest& m) {
+         m.context.toggles = {"a", "a"};
+       },
+       "context.toggles", false},
+      {"an empty kernel id", [](TuningManifest& m) { m.kernel_id.clear(); }, "kernel_id", true},
+  };
+  for (const HostileTuningEdit& hostile : edits) {
+    SCOPED_TRACE(hostile.name);
+    TuningManifest edited = full_tuning_manifest();
+    hostile.edit(edited);
+    const std::optional<BrokenInvariant> broken = edited.broken_invariant();
+    ASSERT_TRUE(broken.has_value());
+    EXPECT_EQ(broken->field, hostile.field);
+
+    Result<TuningManifest> parsed = parse_tuning_manifest(with_recomputed_hashes(edited));
+    ASSERT_FALSE(parsed.ok()) << "the edited manifest was accepted";
+    EXPECT_EQ(parsed.error().kind(), ErrorKind::kSerialization);
+    EXPECT_EQ(parsed.error().message(),
+              "Field '" + std::string(hostile.field) +
+                  "' breaks an invariant of tuning manifests: " + broken->rule);
+
+    GeneratedKernel generated = affine_kernel(edited.result.winner.schedule);
+    generated.kernel_id = edited.kernel_id;
+    Result<TuningManifest> created =
+        TuningManifest::create(generated, edited.adapter, edited.result, edited.context);
+    EXPECT_EQ(!created.ok(), hostile.create_refuses);
+    if (!created.ok()) {
+      EXPECT_EQ(created.error().message(), broken->rule);
+    }
+  }
+}
+
+TEST(ManifestJsonTest, TheCertificationParserRefusesWhatCreateRefuses) {
+  std::mt19937_64 random(testing::test_seed());
+  CertificationManifest edited = testing::random_certification_manifest(random);
+  edited.kernel_id.clear();
+  Result<CertificationManifest> parsed =
+      parse_certification_manifest(with_recomputed_hashes(edited));
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.error().message(),
+            "Field 'kernel_id' breaks an invariant of certification manifests: The kernel id is "
+            "empty.");
+
+  edited = testing::random_certification_manifest(random);
+  edited.verdict = edited.verdict == Verdict::kCertified ? Verdict::kRejected : Verdict::kCertified;
+  parsed = parse_certification_manifest(with_recomputed_hashes(edited));
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.error().message().rfind(
+                "Field 'verdict' breaks an invariant of certification manifests: The verdict (", 0),
+            0u)
       << parsed.error().message();
 }
 
