@@ -530,11 +530,12 @@ TEST_F(ForgeCliTest, SixteenConcurrentTunersLeaveOneWinnerAndACleanCache) {
     const std::string output = testing::read_text(base.string() + ".out");
     const int code = std::stoi(testing::read_text(base.string() + ".code"));
     EXPECT_EQ(code, 0) << output;
-    if (output.find(" tuned ") != std::string::npos) {
+    if (output.find("affine_f32            tuned ") != std::string::npos) {
       ++tuned;
-    } else if (output.find(" cached ") != std::string::npos) {
+    } else if (output.find("affine_f32            cached ") != std::string::npos) {
       ++cached;
     } else {
+      EXPECT_NE(output.find("affine_f32            other "), std::string::npos) << output;
       EXPECT_NE(output.find("affine_f32: tuned by another process"), std::string::npos) << output;
       ++raced;
     }
