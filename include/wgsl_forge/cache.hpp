@@ -12,7 +12,9 @@
 //     place without replacing anything that is there, then flushes the directory;
 //   - entries are immutable: storing identical bytes again succeeds with the same path; different
 //     bytes under an existing key are a collision error and the old entry stays untouched; losing
-//     a race to an identical writer is success, to a different writer a collision;
+//     a race to an identical writer is success, to a different writer a collision; the one
+//     exception is an explicit re-tune (replace_tuning_for_topology), which renames a complete
+//     new entry over the old one, atomically;
 //   - a missing entry loads as std::nullopt; a file that does not parse, or whose content does not
 //     belong to its key, is a corruption error naming the file;
 //   - a name of an entry that is not a regular file (a FIFO, a socket, a device, a directory) or is
@@ -146,11 +148,31 @@ class ManifestCache {
                                                           std::string_view kernel_id,
                                                           const TuningManifest& manifest) const;
 
+  // What an entry's file holds now, byte for byte (nullopt: there is none), read without
+  // parsing it, so that a later replace_tuning_for_topology can tell whether another writer came
+  // in between. A name that is not a regular file is a corruption error, as for a load.
+  struct Snapshot {
+    std::optional<std::string> bytes;
+  };
+  Result<Snapshot> snapshot(ManifestKind kind, std::string_view key) const;
+
+  // The one way an entry changes (a re-tune): the new manifest is written to a temporary file and
+  // flushed, then renamed over the entry, so that a reader, and a process killed at any point,
+  // sees the old entry byte for byte or the new one, never neither. With `expected` (a snapshot
+  // taken before the re-tune), an entry that holds anything else by then was written by another
+  // process: that is a kCollision error and its entry stays (the check and the rename are two
+  // steps; a writer that lands between them within microseconds is replaced, which leaves a
+  // valid entry either way). Without `expected`, whatever is there is replaced. An entry that
+  // did not exist when the snapshot was taken is stored as store_tuning_for_topology does.
+  Result<std::filesystem::path> replace_tuning_for_topology(
+      std::string_view topology_hash, std::string_view kernel_id, const TuningManifest& manifest,
+      const std::optional<Snapshot>& expected) const;
+
   // Creates the root if needed and proves that a store could write there (a temporary file is
   // created, flushed and removed), so that a command fails before its GPU work rather than after.
   Status check_writable() const;
 
-  // Deletes an entry (for an explicit re-tune); false when there was none. The removal is flushed
+  // Deletes an entry; false when there was none. The removal is flushed
   // to disk before it returns.
   Result<bool> remove(ManifestKind kind, std::string_view key) const;
 
@@ -188,6 +210,11 @@ class ManifestCache {
   Result<std::filesystem::path> store_bytes(ManifestKind kind, std::string_view key,
                                             const std::string& bytes) const;
   Result<std::optional<std::string>> read_entry(ManifestKind kind, std::string_view key) const;
+  // The canonical bytes of a manifest stored under the topology key of (topology_hash,
+  // kernel_id); kInvalidInput when it describes another kernel or topology.
+  static Result<std::string> topology_entry_bytes(std::string_view topology_hash,
+                                                  std::string_view kernel_id,
+                                                  const TuningManifest& manifest);
 
   std::filesystem::path root_;
   std::shared_ptr<FileSystem> files_;

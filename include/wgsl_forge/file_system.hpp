@@ -28,6 +28,8 @@ class FileSystem {
   // Moves `from` to `to`, failing with EEXIST instead of replacing `to` (renameat2 with
   // RENAME_NOREPLACE); EINVAL, ENOSYS or ENOTSUP where the file system cannot do that.
   virtual int rename_no_replace(const char* from, const char* to) = 0;
+  // Moves `from` to `to`, replacing `to` atomically when it exists (rename(2)).
+  virtual int rename_replacing(const char* from, const char* to) = 0;
   virtual int link(const char* from, const char* to) = 0;
   virtual int unlink(const char* path) = 0;
 };

@@ -72,6 +72,13 @@ struct TuneOptions {
   // How long to wait for a candidate whose wait timed out to leave the GPU before giving up on
   // the device (a hung kernel is ended only by the driver, which then loses the device).
   std::chrono::milliseconds drain_timeout{std::chrono::minutes(5)};
+  // The stored winner of a re-tune. It is a candidate beyond the budget and always a finalist,
+  // re-timed in the same interleaved rounds as the others, and it wins its ties, even against
+  // the default: the search's winner is then either this schedule or one whose median is
+  // faster than its own by more than the noise (see within_noise in tune.cpp), never slower. A
+  // stored winner that fails in this search (it no longer certifies or runs here) competes no
+  // more, and its failure is recorded like any candidate's.
+  std::optional<Schedule> incumbent;
 };
 
 struct TuneOutcome {
@@ -90,21 +97,44 @@ struct TuneOutcome {
 Result<TuneOutcome> tune(gpu::Device& device, const kernels::KernelDefinition& kernel,
                          const TuneOptions& options);
 
+// Whether `problem` can run at all on this device, checked before anything is allocated: the
+// kernel's own limits (KernelDefinition::check_problem), the adapter's maxBufferSize and
+// maxStorageBufferBindingSize for every buffer of the first schedule's plan, and the host memory
+// available for the copies that tuning and benchmarks make (and, on a CPU adapter, for the
+// buffers themselves). A kInvalidInput error names the limit. tune() and bench_kernel() check.
+Status check_problem_fits(const gpu::Device& device, const kernels::KernelDefinition& kernel,
+                          const kernels::Problem& problem);
+
 // Throughput of a kernel at a problem for a time: GB/s (or GFLOP/s for GEMM) and its unit.
 std::pair<double, std::string> throughput(const kernels::KernelDefinition& kernel,
                                           const kernels::Problem& problem, double median_ns);
 
 struct AutoTuneRow {
   std::string kernel_id;
-  enum class Status { kTuned, kCached, kFailed } status = Status::kFailed;
-  std::optional<TuningManifest> manifest;
-  std::string message;  // why it failed
+  enum class Status {
+    kTuned,           // searched and stored (replacing what was there, when `decision` says so)
+    kCached,          // the cache already had it
+    kKept,            // re-tuned, and the stored winner won again: the entry is left byte for byte
+    kTunedElsewhere,  // another process stored a valid entry while this one searched
+    kFailed,
+  } status = Status::kFailed;
+  std::optional<TuningManifest> manifest;  // what the cache holds for it afterwards
+  std::string message;                     // why it failed
+  // What a re-tune did with the entry that was there, in words; empty when there was none.
+  std::string decision;
   std::size_t certified_cases = 0;
 };
+const char* auto_tune_status_name(AutoTuneRow::Status status);
 
 struct AutoTuneOptions {
   TuneOptions tune;
-  bool retune = false;  // tune again even where the cache has a result (replacing it)
+  // Tune again where the cache has a result. The stored winner competes as a finalist
+  // (TuneOptions::incumbent) and the entry is replaced, atomically, only by a certified
+  // schedule that is faster beyond noise; a failed or interrupted re-tune leaves it untouched.
+  bool retune = false;
+  // With retune: replace the entry with the new search's winner whatever it is, and whatever
+  // another process stored meanwhile (the stored winner does not compete).
+  bool force = false;
   std::function<void(std::size_t index, std::size_t count, const std::string& kernel_id)> on_kernel;
 };
 
@@ -117,6 +147,8 @@ Result<std::filesystem::path> store_certification_evidence(const ManifestCache& 
 
 // Tunes one kernel unless the cache has it for this topology and revision (or options.retune),
 // and stores its tuning and certification manifests. Never fails: the row says what happened.
+// Nothing in the cache changes before the search has a certified winner. Losing the race to
+// another process that stored a valid current entry meanwhile is success (kTunedElsewhere).
 AutoTuneRow tune_and_store(gpu::Device& device, const ManifestCache& cache,
                            const kernels::KernelDefinition& kernel, const AutoTuneOptions& options);
 

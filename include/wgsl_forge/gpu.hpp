@@ -340,6 +340,11 @@ class Device {
   // Waits up to `timeout` for all submitted work to finish, e.g. a kernel whose wait timed out:
   // WebGPU cannot preempt it, so the next work would queue behind it.
   Status wait_for_idle(std::chrono::milliseconds timeout);
+  // True once a wait for the GPU timed out, until wait_for_idle sees the device idle again: work
+  // that may never finish still occupies the driver, and destroying the device waits for it
+  // (with a hung kernel on lavapipe, forever). A program that must end then gives up on the
+  // device's teardown (the CLI does, see cli_support.hpp).
+  bool has_unfinished_work() const;
 
   // Makes Dawn lose the device, as a driver crash would (for tests of the failure path).
   void force_loss_for_testing(std::string_view message);

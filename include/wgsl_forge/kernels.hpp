@@ -206,6 +206,11 @@ class KernelDefinition {
   Status check_schedule(const Schedule& schedule, const DeviceCapabilities& device) const;
   // Schedule-specific limits beyond the knob lists (default: none).
   virtual Status check_resources(const Schedule& schedule, const DeviceCapabilities& device) const;
+  // The kernel's own limits on a problem, checked before anything is planned or allocated (plan()
+  // may assume them: its sizes then fit 64 bits). Default: n and the gathered-from length fit
+  // the u32 indices and parameters of the WGSL. The error names the field, its value and the
+  // limit.
+  virtual Status check_problem(const Problem& problem) const;
   // Every legal schedule for `device`, in a stable order (default schedule first).
   std::vector<Schedule> schedule_space(const DeviceCapabilities& device) const;
 };

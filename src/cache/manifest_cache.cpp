@@ -341,9 +341,9 @@ Result<fs::path> ManifestCache::store_tuning(const TuningManifest& manifest) con
   return store_bytes(ManifestKind::kTuning, manifest.cache_key, *bytes);
 }
 
-Result<fs::path> ManifestCache::store_tuning_for_topology(std::string_view topology_hash,
-                                                          std::string_view kernel_id,
-                                                          const TuningManifest& manifest) const {
+Result<std::string> ManifestCache::topology_entry_bytes(std::string_view topology_hash,
+                                                        std::string_view kernel_id,
+                                                        const TuningManifest& manifest) {
   if (manifest.kernel_id != kernel_id || manifest.context.topology_hash != topology_hash) {
     return Error(ErrorKind::kInvalidInput,
                  "Tuning manifest of " + manifest.kernel_id + " on topology " +
@@ -352,9 +352,62 @@ Result<fs::path> ManifestCache::store_tuning_for_topology(std::string_view topol
                      " on " + std::string(topology_hash) +
                      "; build it with that kernel and topology hash.");
   }
-  Result<std::string> bytes = serialize_manifest(manifest);
+  return serialize_manifest(manifest);
+}
+
+Result<fs::path> ManifestCache::store_tuning_for_topology(std::string_view topology_hash,
+                                                          std::string_view kernel_id,
+                                                          const TuningManifest& manifest) const {
+  Result<std::string> bytes = topology_entry_bytes(topology_hash, kernel_id, manifest);
   if (!bytes) return std::move(bytes).error();
   return store_bytes(ManifestKind::kTuning, topology_key(topology_hash, kernel_id), *bytes);
+}
+
+Result<ManifestCache::Snapshot> ManifestCache::snapshot(ManifestKind kind,
+                                                        std::string_view key) const {
+  Result<std::optional<std::string>> bytes = read_entry(kind, key);
+  if (!bytes) return std::move(bytes).error();
+  return Snapshot{std::move(bytes).value()};
+}
+
+Result<fs::path> ManifestCache::replace_tuning_for_topology(
+    std::string_view topology_hash, std::string_view kernel_id, const TuningManifest& manifest,
+    const std::optional<Snapshot>& expected) const {
+  Result<std::string> bytes = topology_entry_bytes(topology_hash, kernel_id, manifest);
+  if (!bytes) return std::move(bytes).error();
+  const std::string key = topology_key(topology_hash, kernel_id);
+  if (expected && !expected->bytes) return store_bytes(ManifestKind::kTuning, key, *bytes);
+  const fs::path final_path = path_for(ManifestKind::kTuning, key);
+  auto fail = [&](Error cause) -> Result<fs::path> {
+    return std::move(cause).with_context("replacing tuning manifest " + final_path.string());
+  };
+  Result<Directory> directory = open_root_for_writing();
+  if (!directory) return fail(std::move(directory).error());
+  FileDescriptor directory_fd(*files_, directory->fd);
+  if (expected) {
+    Result<std::optional<std::string>> current = read_file(*files_, final_path);
+    if (!current) return fail(std::move(current).error());
+    if (*current == *bytes) return final_path;
+    if (*current != expected->bytes) {
+      return fail(Error(ErrorKind::kCollision,
+                        "Cache entry " + final_path.string() +
+                            " changed while this process was tuning (another writer replaced "
+                            "it); that writer's entry is kept."));
+    }
+  }
+  const fs::path temporary_path = root_ / temporary_name("tuning-" + key);
+  if (Status written = write_temporary(*files_, temporary_path, *bytes); !written) {
+    return fail(std::move(written).error());
+  }
+  if (files_->rename_replacing(temporary_path.c_str(), final_path.c_str()) != 0) {
+    const int error_number = errno;
+    files_->unlink(temporary_path.c_str());
+    return fail(io_error("move into place", final_path, error_number));
+  }
+  if (files_->fsync(directory_fd.get()) != 0) {
+    return fail(io_error("flush directory", root_, errno));
+  }
+  return final_path;
 }
 
 Result<std::optional<TuningManifest>> ManifestCache::load_tuning(std::string_view key) const {

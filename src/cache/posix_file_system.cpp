@@ -22,6 +22,7 @@ class PosixFileSystem final : public FileSystem {
   int rename_no_replace(const char* from, const char* to) override {
     return ::renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
   }
+  int rename_replacing(const char* from, const char* to) override { return ::rename(from, to); }
   int link(const char* from, const char* to) override { return ::link(from, to); }
   int unlink(const char* path) override { return ::unlink(path); }
 };

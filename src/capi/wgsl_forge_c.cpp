@@ -244,7 +244,10 @@ int wf_auto_tune_all(wf_context* context, uint32_t budget, size_t* tuned, size_t
     int status = WF_OK;
     for (const forge::AutoTuneRow& row : rows) {
       if (row.status == forge::AutoTuneRow::Status::kTuned) ++tuned_count;
-      if (row.status == forge::AutoTuneRow::Status::kCached) ++cached_count;
+      // Tuned by another process while this one searched: the cache has it all the same.
+      if (row.status == forge::AutoTuneRow::Status::kCached ||
+          row.status == forge::AutoTuneRow::Status::kTunedElsewhere)
+        ++cached_count;
       if (row.status == forge::AutoTuneRow::Status::kFailed && status == WF_OK) {
         c.error = row.kernel_id + ": " + row.message;
         status = WF_ERROR_REJECTED;

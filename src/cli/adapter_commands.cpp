@@ -42,7 +42,7 @@ void print_adapter(const gpu::AdapterInfo& info) {
 }
 
 int run_adapters(const GlobalOptions& options, bool as_json) {
-  Result<std::unique_ptr<gpu::Device>> device = open_device(options);
+  Result<OpenDevice> device = open_device(options);
   if (!device) return report_error(device.error());
   if (as_json) {
     std::cout << gpu::adapter_info_json((*device)->adapter());

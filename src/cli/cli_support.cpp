@@ -1,16 +1,49 @@
 #include "cli_support.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <future>
 #include <iostream>
+#include <thread>
 
 namespace wgsl_forge::cli {
 
-Result<std::unique_ptr<gpu::Device>> open_device(const GlobalOptions& options) {
+namespace {
+
+std::atomic<bool> abandoned_teardown{false};
+
+}  // namespace
+
+void BoundedTeardown::operator()(gpu::Device* device) const {
+  if (!device->has_unfinished_work()) {
+    delete device;
+    return;
+  }
+  auto finished = std::make_shared<std::promise<void>>();
+  std::future<void> done = finished->get_future();
+  std::thread teardown([device, finished] {
+    delete device;
+    finished->set_value();
+  });
+  if (done.wait_for(kTeardownGrace) == std::future_status::ready) {
+    teardown.join();
+    return;
+  }
+  teardown.detach();  // it ends with the process (std::_Exit in main)
+  abandoned_teardown = true;
+}
+
+bool teardown_abandoned() { return abandoned_teardown; }
+
+Result<OpenDevice> open_device(const GlobalOptions& options) {
   gpu::RuntimeOptions runtime;
   runtime.library_path = options.webgpu_library;
   runtime.backend = options.backend;
   runtime.bounds_checks = options.bounds_checks;
-  return gpu::Device::open(runtime);
+  if (options.timeout) runtime.wait_timeout = *options.timeout;
+  Result<std::unique_ptr<gpu::Device>> device = gpu::Device::open(runtime);
+  if (!device) return std::move(device).error();
+  return OpenDevice(device->release());
 }
 
 Result<ManifestCache> open_cache(const GlobalOptions& options, CacheUse use) {

@@ -1,6 +1,7 @@
 #pragma once
 // Shared by the wgsl-forge subcommands: exit codes, error printing, the global options.
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -25,6 +26,9 @@ struct GlobalOptions {
   std::optional<std::filesystem::path> webgpu_library;
   std::string backend = "vulkan";
   bool bounds_checks = true;  // false: --no-bounds-checks (gpu::RuntimeOptions::bounds_checks)
+  // --timeout: the watchdog of every wait for the GPU (RuntimeOptions::wait_timeout), and of a
+  // tuning candidate's drain; unset: the library's defaults.
+  std::optional<std::chrono::milliseconds> timeout;
 };
 
 // Prints "wgsl-forge: error: <message and context>" to stderr, on one line (a compiler's
@@ -33,9 +37,24 @@ int report_error(const Error& error);
 // `text` with its line breaks turned into spaces, for one-line error reports.
 std::string one_line(std::string text);
 
+// A device whose teardown is bounded. After a wait for the GPU timed out (the watchdog fired on
+// a kernel that may never finish), destroying the device waits for the driver, which may never
+// return it: a hung kernel on lavapipe keeps its threads busy for good. The deleter then gives
+// the teardown kTeardownGrace on another thread and, if it has not finished by then, abandons
+// it; main() sees that (teardown_abandoned) and ends the process with std::_Exit after flushing
+// its output, so the command still exits with its code in bounded time.
+struct BoundedTeardown {
+  void operator()(gpu::Device* device) const;
+};
+using OpenDevice = std::unique_ptr<gpu::Device, BoundedTeardown>;
+inline constexpr std::chrono::seconds kTeardownGrace{2};
+// True once a device's teardown was abandoned: the process must end without running static
+// destructors or exit handlers, which would wait for the same driver.
+bool teardown_abandoned();
+
 // The device and the cache that the global options (--webgpu-lib, --backend,
-// --no-bounds-checks, --cache) name.
-Result<std::unique_ptr<gpu::Device>> open_device(const GlobalOptions& options);
+// --no-bounds-checks, --timeout, --cache) name.
+Result<OpenDevice> open_device(const GlobalOptions& options);
 // kWrite also proves the cache directory writable, before any GPU work is spent.
 enum class CacheUse { kRead, kWrite };
 Result<ManifestCache> open_cache(const GlobalOptions& options, CacheUse use = CacheUse::kRead);

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -22,15 +23,45 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The kernel's tuning problem resized by --size: n elements, or m = n = k for GEMM.
-kernels::Problem problem_of_size(const kernels::KernelDefinition& kernel, std::uint64_t size) {
+// The kernel's tuning problem resized by --size: n elements, or m = n = k for GEMM, whose
+// dimensions are u32 (a larger size is refused, never truncated).
+Result<kernels::Problem> problem_of_size(const kernels::KernelDefinition& kernel,
+                                         std::uint64_t size) {
   kernels::Problem problem = kernel.tuning_problem(false);
-  if (problem.m != 0) {
-    problem.m = problem.n = problem.k = static_cast<std::uint32_t>(size);
-  } else {
+  if (problem.m == 0) {
     problem.elements = size;
+    return problem;
   }
+  constexpr std::uint64_t kLargest = std::numeric_limits<std::uint32_t>::max();
+  if (size > kLargest) {
+    return Error(ErrorKind::kInvalidInput, "--size (" + std::to_string(size) +
+                                               ") exceeds the largest m = n = k of " +
+                                               std::string(kernel.id()) + " (" +
+                                               std::to_string(kLargest) + ", u32 dimensions).");
+  }
+  problem.m = problem.n = problem.k = static_cast<std::uint32_t>(size);
   return problem;
+}
+
+// The problem of --size for `kernel`, checked against every limit before anything is allocated.
+Result<kernels::Problem> checked_problem_of_size(const gpu::Device& device,
+                                                 const kernels::KernelDefinition& kernel,
+                                                 std::uint64_t size) {
+  Result<kernels::Problem> problem = problem_of_size(kernel, size);
+  if (!problem) return problem;
+  if (Status fits = forge::check_problem_fits(device, kernel, *problem); !fits)
+    return std::move(fits).error();
+  return problem;
+}
+
+// --size as digits only: an unsigned option would otherwise take "-1" as 2^64 - 1.
+CLI::Validator whole_number() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) return "";
+        return "(" + text + ") is not a whole number";
+      },
+      "N");
 }
 
 bool is_utf8(const std::string& text) {
@@ -143,7 +174,7 @@ int run_certify(const GlobalOptions& options, const CertifyArguments& arguments)
   }
   Result<ManifestCache> cache = open_cache(options, CacheUse::kWrite);
   if (!cache) return report_error(cache.error());
-  Result<std::unique_ptr<gpu::Device>> device = open_device(options);
+  Result<OpenDevice> device = open_device(options);
   if (!device) return report_error(device.error());
   Result<CertificationManifest> manifest =
       forge::certify(**device, **kernel, *schedule, certify_options);
@@ -152,6 +183,11 @@ int run_certify(const GlobalOptions& options, const CertifyArguments& arguments)
     if (certify_options.source && manifest.error().kind() == ErrorKind::kCompilation) {
       report_error(manifest.error());
       return kExitBadInput;
+    }
+    // A user's WGSL that does not finish within the watchdog is rejected: the answer is "no".
+    if (certify_options.source && (*device)->has_unfinished_work()) {
+      report_error(manifest.error());
+      return kExitRejected;
     }
     return report_error(manifest.error());
   }
@@ -183,6 +219,7 @@ struct TuneArguments {
   std::uint64_t seed = 0;
   bool json = false;
   bool retune = false;
+  bool force = false;  // tune --force: replace the entry without the stored winner competing
   bool trace = false;  // one line per candidate on stderr
 };
 
@@ -209,10 +246,11 @@ std::string row_text(const kernels::KernelDefinition& kernel, const TuningManife
   // GEMM problems are recorded as m * n * k and tuned square.
   const bool gemm = kernel.tuning_problem(false).m != 0;
   const std::uint64_t recorded = manifest.context.problem_size;
-  const kernels::Problem problem = problem_of_size(
-      kernel,
-      gemm ? static_cast<std::uint64_t>(std::llround(std::cbrt(static_cast<double>(recorded))))
-           : recorded);
+  const kernels::Problem problem =
+      problem_of_size(kernel, gemm ? static_cast<std::uint64_t>(
+                                         std::llround(std::cbrt(static_cast<double>(recorded))))
+                                   : recorded)
+          .value();  // a recorded m * n * k has a cube root that fits u32
   const double median = manifest.result.winner.timing.median_ns;
   auto [rate, unit] = forge::throughput(kernel, problem, median);
   char text[512];
@@ -225,6 +263,13 @@ std::string row_text(const kernels::KernelDefinition& kernel, const TuningManife
   return text;
 }
 
+// The status column of a row that did not fail (seven characters wide).
+const char* row_status_column(forge::AutoTuneRow::Status status) {
+  return status == forge::AutoTuneRow::Status::kTunedElsewhere
+             ? "other"
+             : forge::auto_tune_status_name(status);
+}
+
 void print_header() {
   std::printf("%-21s %-7s %-60s %11s %17s %6s %5s\n", "kernel", "status", "winner schedule",
               "median", "throughput", "vs def", "cases");
@@ -232,9 +277,8 @@ void print_header() {
 
 nlohmann::json row_json(const forge::AutoTuneRow& row) {
   nlohmann::json json = {{"kernel", row.kernel_id}, {"certified_cases", row.certified_cases}};
-  json["status"] = row.status == forge::AutoTuneRow::Status::kTuned    ? "tuned"
-                   : row.status == forge::AutoTuneRow::Status::kCached ? "cached"
-                                                                       : "failed";
+  json["status"] = forge::auto_tune_status_name(row.status);
+  if (!row.decision.empty()) json["decision"] = row.decision;
   if (row.manifest) {
     json["cache_key"] = row.manifest->cache_key;
     json["winner"] =
@@ -255,13 +299,16 @@ int run_auto_tune(const GlobalOptions& options, const TuneArguments& arguments,
   // serves a read-only directory.
   Result<ManifestCache> cache = open_cache(options);
   if (!cache) return report_error(cache.error());
-  Result<std::unique_ptr<gpu::Device>> device = open_device(options);
+  Result<OpenDevice> device = open_device(options);
   if (!device) return report_error(device.error());
   ProgressLine progress;
   forge::AutoTuneOptions tune_options;
   tune_options.retune = arguments.retune;
+  tune_options.force = arguments.force;
   tune_options.tune.budget = arguments.budget;
   tune_options.tune.seed = arguments.seed;
+  // --timeout bounds every GPU wait, also the wait for a timed-out candidate to leave the GPU.
+  if (options.timeout) tune_options.tune.drain_timeout = *options.timeout;
   tune_options.tune.progress = [&progress,
                                 trace = arguments.trace](const forge::TuneProgress& step) {
     if (trace && step.schedule) {
@@ -274,7 +321,10 @@ int run_auto_tune(const GlobalOptions& options, const TuneArguments& arguments,
     progress.kernel(index, count);
   };
   if (arguments.size != 0 && only.size() == 1) {
-    tune_options.tune.problem = problem_of_size(*only.front(), arguments.size);
+    Result<kernels::Problem> problem =
+        checked_problem_of_size(**device, *only.front(), arguments.size);
+    if (!problem) return report_error(problem.error());
+    tune_options.tune.problem = *problem;
   }
   // Proving the cache writable still comes before any GPU work is spent on tuning.
   const std::vector<const kernels::KernelDefinition*>& requested =
@@ -318,10 +368,10 @@ int run_auto_tune(const GlobalOptions& options, const TuneArguments& arguments,
     if (arguments.json) continue;
     const kernels::KernelDefinition& kernel = *kernels::find_kernel(row.kernel_id).value();
     std::printf("%s\n",
-                row_text(kernel, *row.manifest,
-                         row.status == forge::AutoTuneRow::Status::kTuned ? "tuned" : "cached",
-                         row.certified_cases)
+                row_text(kernel, *row.manifest, row_status_column(row.status), row.certified_cases)
                     .c_str());
+    if (!row.decision.empty())
+      std::printf("  %s: %s\n", row.kernel_id.c_str(), row.decision.c_str());
   }
   return failed ? kExitRuntime : kExitOk;
 }
@@ -416,7 +466,7 @@ int run_bench(const GlobalOptions& options, const BenchArguments& arguments) {
   }
   Result<ManifestCache> cache = open_cache(options);
   if (!cache) return report_error(cache.error());
-  Result<std::unique_ptr<gpu::Device>> device = open_device(options);
+  Result<OpenDevice> device = open_device(options);
   if (!device) return report_error(device.error());
   if (given) {
     Status legal =
@@ -428,6 +478,14 @@ int run_bench(const GlobalOptions& options, const BenchArguments& arguments) {
   timing.samples = arguments.samples;
   std::map<std::uint64_t, forge::CopyCeiling> ceilings;
   nlohmann::json rows = nlohmann::json::array();
+  // Every kernel's problem is checked before anything is printed or allocated.
+  std::vector<kernels::Problem> problems;
+  for (const kernels::KernelDefinition* kernel : selected) {
+    Result<kernels::Problem> problem = kernel->tuning_problem(cpu);
+    if (arguments.size != 0) problem = checked_problem_of_size(**device, *kernel, arguments.size);
+    if (!problem) return report_error(problem.error());
+    problems.push_back(*problem);
+  }
   if (!arguments.json) {
     const gpu::AdapterInfo& adapter = (*device)->adapter();
     std::printf("adapter %s (%s %s), topology %s\n", adapter.identity.name.c_str(),
@@ -436,9 +494,9 @@ int run_bench(const GlobalOptions& options, const BenchArguments& arguments) {
     std::printf("%-21s %-22s %11s %13s %11s %13s %9s %7s\n", "kernel", "problem", "tuned",
                 "tuned rate", "default", "default rate", "of copy", "gain");
   }
-  for (const kernels::KernelDefinition* kernel : selected) {
-    kernels::Problem problem = arguments.size != 0 ? problem_of_size(*kernel, arguments.size)
-                                                   : kernel->tuning_problem(cpu);
+  for (std::size_t i = 0; i < selected.size(); ++i) {
+    const kernels::KernelDefinition* kernel = selected[i];
+    kernels::Problem problem = problems[i];
     std::string problem_text = problem.to_string();
     if (arguments.bins != 0 && kernel->id() == "histogram_u32") {
       problem.bins = arguments.bins;
@@ -560,17 +618,22 @@ void add_forge_commands(CLI::App& app, const GlobalOptions& options, std::functi
   tune->add_option("--budget", tune_arguments->budget, "Most candidates to time (default 12)")
       ->check(CLI::Range(1u, 100000u));
   tune->add_option("--size", tune_arguments->size,
-                   "Problem size: elements (GEMM: m = n = k); default: the kernel's own");
+                   "Problem size: elements (GEMM: m = n = k); default: the kernel's own")
+      ->check(whole_number());
   tune->add_option("--seed", tune_arguments->seed, "Seed of the search and inputs");
   tune->add_flag("--json", tune_arguments->json, "Print JSON");
   tune->add_flag("--trace", tune_arguments->trace,
                  "Print each candidate's first timing or failure on stderr");
+  tune->add_flag("--force", tune_arguments->force,
+                 "Replace the cached entry with this search's winner even when the stored winner "
+                 "is faster (by default the stored winner competes and is replaced only by a "
+                 "certified schedule faster beyond noise)");
   tune->callback([&run, &options, tune_arguments, tune_kernel] {
     run = [&options, tune_arguments, tune_kernel] {
       Result<const kernels::KernelDefinition*> kernel = kernels::find_kernel(*tune_kernel);
       if (!kernel) return report_error(kernel.error());
       TuneArguments arguments = *tune_arguments;
-      arguments.retune = true;  // `tune` always searches again and replaces the entry
+      arguments.retune = true;  // `tune` always searches again; see --force
       return run_auto_tune(options, arguments, {*kernel});
     };
   });
@@ -579,8 +642,10 @@ void add_forge_commands(CLI::App& app, const GlobalOptions& options, std::functi
   CLI::App* bench = app.add_subcommand(
       "bench", "Time tuned and default schedules against the adapter's copy ceiling");
   bench->add_option("KERNEL", bench_arguments->kernels, "Kernel ids (default: all)");
-  bench->add_option("--size", bench_arguments->size,
-                    "Problem size: elements (GEMM: m = n = k); default: the kernel's tuning size");
+  bench
+      ->add_option("--size", bench_arguments->size,
+                   "Problem size: elements (GEMM: m = n = k); default: the kernel's tuning size")
+      ->check(whole_number());
   bench
       ->add_option("--bins", bench_arguments->bins,
                    "Bins of histogram_u32 (default: its tuning problem's 256)")
@@ -607,7 +672,9 @@ void add_forge_commands(CLI::App& app, const GlobalOptions& options, std::functi
   all->add_option("--budget", all_arguments->budget, "Most candidates to time per kernel")
       ->check(CLI::Range(1u, 100000u));
   all->add_option("--seed", all_arguments->seed, "Seed of the search and inputs");
-  all->add_flag("--retune", all_arguments->retune, "Tune again where the cache has a result");
+  all->add_flag("--retune", all_arguments->retune,
+                "Tune again where the cache has a result; the stored winner competes and is "
+                "replaced only by a certified schedule faster beyond noise");
   all->add_flag("--json", all_arguments->json, "Print JSON");
   all->add_flag("--trace", all_arguments->trace,
                 "Print each candidate's first timing or failure on stderr");

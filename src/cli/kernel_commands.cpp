@@ -59,9 +59,9 @@ int run_generate(const GlobalOptions& options, const std::string& kernel_id,
   Result<Schedule> schedule = kernels::parse_schedule_overrides(**kernel, schedule_text);
   if (!schedule) return report_error(schedule.error());
   kernels::DeviceCapabilities capabilities;  // WebGPU's default limits
-  std::unique_ptr<gpu::Device> device;
+  OpenDevice device;
   if (!offline) {
-    Result<std::unique_ptr<gpu::Device>> opened = open_device(options);
+    Result<OpenDevice> opened = open_device(options);
     if (!opened) {
       return report_error(std::move(opened).error().with_context(
           "checking the schedule against the adapter (--offline checks it against WebGPU's "

@@ -3,7 +3,9 @@
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <iostream>
@@ -52,8 +54,8 @@ int main(int argc, char** argv) {
   CLI::App app("wgsl-forge: generates, certifies and tunes WGSL compute kernels", "wgsl-forge");
   app.set_version_flag("--version", std::string("wgsl-forge ") + wgsl_forge::kVersion);
   app.require_subcommand(1);
-  // Global options (--cache, --webgpu-lib, --backend, --no-bounds-checks) may also follow the
-  // subcommand.
+  // Global options (--cache, --webgpu-lib, --backend, --no-bounds-checks, --timeout) may also
+  // follow the subcommand.
   app.fallthrough();
 
   GlobalOptions options;
@@ -67,6 +69,12 @@ int main(int argc, char** argv) {
                  "webgpu.h library to load (default: $WGSL_FORGE_WEBGPU_LIB, else the Dawn build "
                  "that scripts/setup.sh installed)");
   app.add_option("--backend", options.backend, "WebGPU backend: vulkan (default) or any");
+  double timeout_seconds = 0;
+  app.add_option("--timeout", timeout_seconds,
+                 "Watchdog of every wait for the GPU, in seconds (default: 120): a kernel that "
+                 "has not finished by then fails (exit 3; exit 1 for certify --source), and the "
+                 "command ends even if the driver never gives the device back")
+      ->check(CLI::Range(0.001, 86400.0));
   app.add_flag("!--no-bounds-checks", options.bounds_checks,
                "Run kernels without Dawn's bounds clamps (toggle disable_robustness): faster for "
                "some kernels, slower for others, unsafe for a kernel that indexes out of range; "
@@ -89,5 +97,15 @@ int main(int argc, char** argv) {
   }
   if (!cache_dir.empty()) options.cache_dir = cache_dir;
   if (!webgpu_library.empty()) options.webgpu_library = webgpu_library;
-  return check_output_written(run ? run() : kExitBadInput);
+  if (timeout_seconds > 0) {
+    options.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout_seconds * 1000));
+  }
+  const int exit_code = check_output_written(run ? run() : kExitBadInput);
+  // A device's teardown was abandoned (see BoundedTeardown): exit handlers and static
+  // destructors would wait for the same driver, so they are skipped; the output is flushed.
+  if (teardown_abandoned()) {
+    std::fflush(nullptr);
+    std::_Exit(exit_code);
+  }
+  return exit_code;
 }

@@ -1,5 +1,8 @@
 // auto-tune-all: every builtin kernel not yet tuned for this adapter's topology.
 
+#include <algorithm>
+#include <cstdio>
+
 #include "wgsl_forge/forge.hpp"
 
 namespace wgsl_forge::forge {
@@ -23,11 +26,13 @@ std::size_t certified_cases(gpu::Device& device, const ManifestCache& cache,
   return (*stored)->cases.size();
 }
 
-// An entry that parses but that KernelLibrary would not use on this device counts as not tuned.
-bool unusable_here(const gpu::Device& device, const kernels::KernelDefinition& kernel,
-                   const TuningManifest& manifest) {
+// An entry that parses but that KernelLibrary would not use on this device counts as not tuned;
+// the reason says why.
+std::optional<UnusableTuning> unusable_here(const gpu::Device& device,
+                                            const kernels::KernelDefinition& kernel,
+                                            const TuningManifest& manifest) {
   const kernels::DeviceCapabilities capabilities = capabilities_of(device.adapter());
-  return find_unusable_tuning(kernel, manifest, &capabilities).has_value();
+  return find_unusable_tuning(kernel, manifest, &capabilities);
 }
 
 }  // namespace
@@ -49,8 +54,110 @@ bool would_tune(const gpu::Device& device, const ManifestCache& cache,
   if (options.retune) return true;
   Result<std::optional<TuningManifest>> cached =
       cache.load_tuning_for_topology(device.adapter().topology_hash, kernel.id());
-  return cached && (!cached->has_value() || unusable_here(device, kernel, **cached));
+  return cached && (!cached->has_value() || unusable_here(device, kernel, **cached).has_value());
 }
+
+const char* auto_tune_status_name(AutoTuneRow::Status status) {
+  switch (status) {
+    case AutoTuneRow::Status::kTuned:
+      return "tuned";
+    case AutoTuneRow::Status::kCached:
+      return "cached";
+    case AutoTuneRow::Status::kKept:
+      return "kept";
+    case AutoTuneRow::Status::kTunedElsewhere:
+      return "tuned by another process";
+    case AutoTuneRow::Status::kFailed:
+      return "failed";
+  }
+  return "failed";
+}
+
+namespace {
+
+std::string median_text(const TimingSummary& timing) {
+  char text[64];
+  std::snprintf(text, sizeof text, "median %.1f us, MAD %.1f us", timing.median_ns / 1e3,
+                timing.mad_ns / 1e3);
+  return text;
+}
+
+// What the new search made of the stored winner, for AutoTuneRow::decision.
+std::string retune_decision(const TuningManifest& stored, const TuningResult& result,
+                            bool replaced) {
+  const Schedule& old_winner = stored.result.winner.schedule;
+  const std::string rule =
+      " (the rule: a re-tune replaces the stored winner only with a certified schedule whose "
+      "median is lower by more than the larger of the two MADs and 1 %)";
+  auto retimed =
+      std::find_if(result.finalists.begin(), result.finalists.end(),
+                   [&](const CandidateResult& one) { return one.schedule == old_winner; });
+  if (!replaced) {
+    auto challenger =
+        std::find_if(result.finalists.begin(), result.finalists.end(),
+                     [&](const CandidateResult& one) { return one.schedule != old_winner; });
+    return "kept the stored winner " + old_winner.to_string() + " (" +
+           median_text(result.winner.timing) + ")" +
+           (challenger != result.finalists.end()
+                ? ": the best other finalist " + challenger->schedule.to_string() + " (" +
+                      median_text(challenger->timing) + ") is not faster beyond noise"
+                : ": no other schedule was certified and timed") +
+           rule;
+  }
+  if (retimed != result.finalists.end()) {
+    return "replaced the stored winner " + old_winner.to_string() + " (" +
+           median_text(retimed->timing) + ") with " + result.winner.schedule.to_string() + " (" +
+           median_text(result.winner.timing) + ")" + rule;
+  }
+  auto failed =
+      std::find_if(result.failures.begin(), result.failures.end(),
+                   [&](const CandidateFailure& one) { return one.schedule == old_winner; });
+  return "replaced the stored winner " + old_winner.to_string() +
+         (failed != result.failures.end()
+              ? ", which failed here at " + std::string(failure_stage_name(failed->stage)) + " (" +
+                    failed->message + ")"
+              : ", which this search could not time") +
+         ", with " + result.winner.schedule.to_string();
+}
+
+// What replacing the entry that `cached` read means, in words; empty when there was none.
+std::string replacement_decision(const kernels::KernelDefinition& kernel,
+                                 const Result<std::optional<TuningManifest>>& cached,
+                                 const std::optional<TuningManifest>& stored,
+                                 const TuningResult& result, bool force) {
+  if (stored && force) {
+    return "replaced the stored winner " + stored->result.winner.schedule.to_string() + " with " +
+           result.winner.schedule.to_string() + " without comparing, as forced";
+  }
+  if (stored) return retune_decision(*stored, result, true);
+  if (!cached) return "replaced the damaged entry (" + cached.error().message() + ")";
+  if (cached->has_value()) {
+    const std::optional<UnusableTuning> why = find_unusable_tuning(kernel, **cached, nullptr);
+    return "replaced the entry this build does not use (" +
+           (why ? why->reason : std::string("its schedule does not fit this device")) + ")";
+  }
+  return "";
+}
+
+// After a store lost to another writer: success when that writer's entry is valid and of this
+// kernel revision (the race was for the same answer), else the store's error.
+AutoTuneRow settle_lost_race(gpu::Device& device, const ManifestCache& cache,
+                             const kernels::KernelDefinition& kernel, AutoTuneRow row,
+                             const Error& lost) {
+  Result<std::optional<TuningManifest>> theirs =
+      cache.load_tuning_for_topology(device.adapter().topology_hash, kernel.id());
+  if (!theirs || !theirs->has_value() || (*theirs)->kernel_revision != kernel.revision()) {
+    row.message = lost.to_string();
+    return row;
+  }
+  row.status = AutoTuneRow::Status::kTunedElsewhere;
+  row.manifest = **theirs;
+  row.certified_cases = certified_cases(device, cache, kernel, **theirs);
+  row.decision = "tuned by another process while this one searched; its entry is kept";
+  return row;
+}
+
+}  // namespace
 
 AutoTuneRow tune_and_store(gpu::Device& device, const ManifestCache& cache,
                            const kernels::KernelDefinition& kernel,
@@ -60,9 +167,13 @@ AutoTuneRow tune_and_store(gpu::Device& device, const ManifestCache& cache,
   const std::string& topology = device.adapter().topology_hash;
   const std::string key = ManifestCache::topology_key(topology, kernel.id());
 
-  // Ask the cache first, as the original module does.
+  // Ask the cache first, as the original module does. The snapshot is taken before the load, so
+  // that a writer who replaces the entry after either is noticed when this one stores; a name
+  // that cannot be read at all (a FIFO, a link) fails both, and the load reports it.
+  Result<ManifestCache::Snapshot> snapshot = cache.snapshot(ManifestKind::kTuning, key);
   Result<std::optional<TuningManifest>> cached = cache.load_tuning(key);
-  const bool unusable = cached && cached->has_value() && unusable_here(device, kernel, **cached);
+  const std::optional<UnusableTuning> unusable =
+      cached && cached->has_value() ? unusable_here(device, kernel, **cached) : std::nullopt;
   if (!cached && !options.retune) {
     row.message =
         cached.error().to_string() + " Run wgsl-forge auto-tune-all --retune to replace it.";
@@ -74,29 +185,48 @@ AutoTuneRow tune_and_store(gpu::Device& device, const ManifestCache& cache,
     row.certified_cases = certified_cases(device, cache, kernel, **cached);
     return row;
   }
-  if (!cached || cached->has_value()) {
-    // Replacing an entry (re-tune, one this build does not use, or a damaged file) is explicit.
-    Result<bool> removed = cache.remove(ManifestKind::kTuning, key);
-    if (!removed) {
-      row.message = removed.error().to_string();
-      return row;
-    }
-  }
-  Result<TuneOutcome> outcome = tune(device, kernel, options.tune);
+  // A valid current entry competes in its own re-tune, unless forced out.
+  const std::optional<TuningManifest> stored =
+      cached && cached->has_value() && !unusable ? std::optional(**cached) : std::nullopt;
+  TuneOptions tune_options = options.tune;
+  if (stored && !options.force) tune_options.incumbent = stored->result.winner.schedule;
+  Result<TuneOutcome> outcome = tune(device, kernel, tune_options);
   if (!outcome) {
     row.message = outcome.error().to_string();
     return row;
   }
-  if (Result<std::filesystem::path> stored =
+  if (Result<std::filesystem::path> evidence =
           store_certification_evidence(cache, outcome->certification);
-      !stored) {
-    row.message = stored.error().to_string();
+      !evidence) {
+    row.message = evidence.error().to_string();
     return row;
   }
-  Result<std::filesystem::path> stored =
-      cache.store_tuning_for_topology(topology, kernel.id(), outcome->manifest);
-  if (!stored) {
-    row.message = stored.error().to_string();
+  const TuningResult& result = outcome->manifest.result;
+  if (tune_options.incumbent && result.winner.schedule == *tune_options.incumbent) {
+    // Nothing to write; but if another writer replaced the entry meanwhile, theirs stands.
+    Result<ManifestCache::Snapshot> now = cache.snapshot(ManifestKind::kTuning, key);
+    if (snapshot && (!now || now->bytes != snapshot->bytes)) {
+      return settle_lost_race(
+          device, cache, kernel, std::move(row),
+          Error(ErrorKind::kCollision, "Cache entry " +
+                                           cache.path_for(ManifestKind::kTuning, key).string() +
+                                           " changed while this process was tuning."));
+    }
+    row.status = AutoTuneRow::Status::kKept;
+    row.manifest = *stored;
+    row.decision = retune_decision(*stored, result, false);
+    row.certified_cases = outcome->certification.cases.size();
+    return row;
+  }
+  row.decision = replacement_decision(kernel, cached, stored, result, options.force);
+  Result<std::filesystem::path> replaced = cache.replace_tuning_for_topology(
+      topology, kernel.id(), outcome->manifest,
+      options.force || !snapshot ? std::nullopt : std::optional(*snapshot));
+  if (!replaced) {
+    if (replaced.error().kind() == ErrorKind::kCollision) {
+      return settle_lost_race(device, cache, kernel, std::move(row), replaced.error());
+    }
+    row.message = replaced.error().to_string();
     return row;
   }
   row.status = AutoTuneRow::Status::kTuned;
@@ -116,7 +246,8 @@ std::vector<AutoTuneRow> auto_tune_all(gpu::Device& device, const ManifestCache&
       // Nothing more can run; say so for every kernel left.
       for (std::size_t j = i + 1; j < catalog.size(); ++j) {
         rows.push_back({std::string(catalog[j]->id()), AutoTuneRow::Status::kFailed, std::nullopt,
-                        "not tuned: the GPU device was lost (" + *device.lost_reason() + ")", 0});
+                        "not tuned: the GPU device was lost (" + *device.lost_reason() + ")", "",
+                        0});
       }
       break;
     }

@@ -110,6 +110,8 @@ Result<BenchRow> bench_kernel(gpu::Device& device, const ManifestCache& cache,
   BenchRow row;
   row.kernel_id = std::string(kernel.id());
   row.problem = problem;
+  if (Status fits = check_problem_fits(device, kernel, problem); !fits)
+    return std::move(fits).error();
   const kernels::DeviceCapabilities capabilities = capabilities_of(device.adapter());
   Result<std::optional<TuningManifest>> tuned =
       cache.load_tuning_for_topology(device.adapter().topology_hash, kernel.id());

@@ -6,6 +6,11 @@
 // stable across runs; two finalists whose medians differ by less than the larger of their MADs,
 // or by less than 1 %, cannot be told apart, and the default schedule wins such a tie because it
 // is the one users can reason about.
+//
+// A re-tune must never lose or worsen what is stored, whatever its budget or noise: the stored
+// winner (TuneOptions::incumbent) is re-timed as a finalist in the same rounds and wins its ties,
+// even against the default. So a new winner is certified and faster than the stored one by more
+// than the noise rule above, or the stored winner wins again and its entry stays.
 
 #include <algorithm>
 #include <random>
@@ -99,6 +104,8 @@ class Tuner {
   std::size_t planned_ = 0;
   std::size_t evaluated_ = 0;
   std::vector<CandidateFailure> failures_;
+  // TuneOptions::incumbent while it is in this adapter's schedule space.
+  std::optional<Schedule> incumbent_;
 };
 
 void Tuner::report(const std::string& stage) const {
@@ -237,12 +244,44 @@ bool within_noise(const TimingSummary& a, const TimingSummary& b) {
   return std::abs(a.median_ns - b.median_ns) <= noise;
 }
 
+// The finalist that wins: the fastest, unless a preferred schedule (the stored winner, then the
+// default) is within noise of it. `ties` gets the other finalists within noise of the fastest.
+const Timed* choose_winner(const std::vector<Timed>& finalists,
+                           const std::vector<Schedule>& preferred, std::vector<Schedule>& ties) {
+  const Timed* fastest = &finalists.front();
+  const Timed* chosen = fastest;
+  for (const Schedule& schedule : preferred) {
+    auto found = std::find_if(finalists.begin(), finalists.end(), [&](const Timed& finalist) {
+      return finalist.result.schedule == schedule;
+    });
+    if (found != finalists.end() && within_noise(found->result.timing, fastest->result.timing)) {
+      chosen = &*found;
+      break;
+    }
+  }
+  ties.clear();
+  for (const Timed& other : finalists) {
+    if (&other != chosen && within_noise(other.result.timing, fastest->result.timing))
+      ties.push_back(other.result.schedule);
+  }
+  return chosen;
+}
+
 Result<TuneOutcome> Tuner::run() {
   capabilities_ = capabilities_of(device_.adapter());
   space_ = kernel_.schedule_space(capabilities_);
   if (space_.empty()) {
     return Error(ErrorKind::kInvalidInput,
                  "No schedule of " + std::string(kernel_.id()) + " fits this adapter's limits.");
+  }
+  if (options_.incumbent) {
+    if (std::find(space_.begin(), space_.end(), *options_.incumbent) != space_.end()) {
+      incumbent_ = options_.incumbent;
+    } else {
+      failures_.push_back({*options_.incumbent, FailureStage::kValidation,
+                           "The stored winner " + options_.incumbent->to_string() +
+                               " is not in this adapter's schedule space."});
+    }
   }
   random_.seed(options_.seed != 0 ? options_.seed : std::random_device{}());
   timing_ = options_.timing;
@@ -253,6 +292,8 @@ Result<TuneOutcome> Tuner::run() {
   }
   problem_ = options_.problem.value_or(
       kernel_.tuning_problem(device_.adapter().identity.device_type == "Cpu"));
+  if (Status fits = check_problem_fits(device_, kernel_, problem_); !fits)
+    return std::move(fits).error();
   const std::vector<kernels::CaseSpec> specs = kernel_.certification_cases();
   inputs_ =
       kernel_
@@ -279,9 +320,14 @@ Result<TuneOutcome> Tuner::run() {
     const std::size_t drawn = std::min(sampled - std::min(sampled, queue.size()), rest.size());
     queue.insert(queue.end(), rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(drawn));
   }
-  planned_ = std::min(budget, space_.size());
+  // The stored winner is timed first, beyond the budget, so that a small budget cannot leave it
+  // out.
+  const std::size_t limit =
+      budget + (incumbent_ && *incumbent_ != kernel_.default_schedule() ? 1 : 0);
+  if (incumbent_) queue.insert(queue.begin(), *incumbent_);
+  planned_ = std::min(limit, space_.size());
   std::vector<Timed> timed;
-  while (tried.size() < budget) {
+  while (tried.size() < limit) {
     if (queue.empty()) {
       // Refinement: the untried neighbours of the fastest so far, else any untried schedule.
       auto best = std::min_element(timed.begin(), timed.end(), [](const Timed& a, const Timed& b) {
@@ -317,7 +363,8 @@ Result<TuneOutcome> Tuner::run() {
                                           " failed; first: " + reason + ").");
   }
 
-  // Finalists: the fastest few and the default, re-timed in interleaved rounds.
+  // Finalists: the fastest few, the default and the stored winner, re-timed in interleaved
+  // rounds.
   std::sort(timed.begin(), timed.end(), [](const Timed& a, const Timed& b) {
     return a.result.timing.median_ns < b.result.timing.median_ns;
   });
@@ -327,9 +374,14 @@ Result<TuneOutcome> Tuner::run() {
   auto is_default = [&](const Timed& candidate) {
     return candidate.result.schedule == default_schedule;
   };
-  if (std::none_of(finalists.begin(), finalists.end(), is_default)) {
-    auto default_timed = std::find_if(timed.begin(), timed.end(), is_default);
-    if (default_timed != timed.end()) finalists.push_back(*default_timed);
+  std::vector<Schedule> preferred;  // who wins a tie, in order
+  if (incumbent_) preferred.push_back(*incumbent_);
+  preferred.push_back(default_schedule);
+  for (const Schedule& schedule : preferred) {
+    auto is_it = [&](const Timed& candidate) { return candidate.result.schedule == schedule; };
+    if (std::any_of(finalists.begin(), finalists.end(), is_it)) continue;
+    auto found = std::find_if(timed.begin(), timed.end(), is_it);
+    if (found != timed.end()) finalists.push_back(*found);
   }
   report("finalists");
   keep_resident_ = true;
@@ -354,19 +406,9 @@ Result<TuneOutcome> Tuner::run() {
 
   // The winner must also pass the full certification (with the many-workgroups cases).
   while (!finalists.empty()) {
-    const Timed* winner = &finalists.front();
     std::vector<Schedule> ties;
-    for (const Timed& other : finalists) {
-      if (&other != winner && within_noise(other.result.timing, winner->result.timing))
-        ties.push_back(other.result.schedule);
-    }
+    const Timed* winner = choose_winner(finalists, preferred, ties);
     auto default_finalist = std::find_if(finalists.begin(), finalists.end(), is_default);
-    if (default_finalist != finalists.end() && !is_default(*winner) &&
-        std::find(ties.begin(), ties.end(), default_schedule) != ties.end()) {
-      ties.erase(std::find(ties.begin(), ties.end(), default_schedule));
-      ties.push_back(winner->result.schedule);
-      winner = &*default_finalist;
-    }
     CertifyOptions full;
     full.seed = random_();
     Result<CertificationManifest> certification =

@@ -441,8 +441,11 @@ Status Device::wait_for_idle(std::chrono::milliseconds timeout) {
   state_->wait_timeout = timeout;
   Status idle = state_->wait_for_submitted_work("work submitted earlier");
   state_->wait_timeout = usual;
+  if (idle) state_->unfinished_work = false;
   return idle;
 }
+
+bool Device::has_unfinished_work() const { return state_->unfinished_work; }
 
 void Device::force_loss_for_testing(std::string_view message) {
   state_->api->DeviceForceLoss(state_->device, kDeviceLostReasonUnknown, to_view(message));

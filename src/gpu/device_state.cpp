@@ -48,6 +48,7 @@ Status DeviceState::wait_until(const std::function<bool()>& done, std::string_vi
     }
     Clock::time_point now = Clock::now();
     if (now >= deadline) {
+      unfinished_work = true;
       return Error(ErrorKind::kRuntime,
                    "Timed out after " + std::to_string(wait_timeout.count()) + " ms waiting for " +
                        std::string(what) +

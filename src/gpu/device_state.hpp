@@ -50,6 +50,8 @@ struct DeviceState : std::enable_shared_from_this<DeviceState> {
   abi::WGPUDevice device = nullptr;
   abi::WGPUQueue queue = nullptr;
   std::chrono::milliseconds wait_timeout{0};
+  // Set when a wait times out, cleared when the device is seen idle again (Device::wait_for_idle).
+  std::atomic<bool> unfinished_work{false};
   AdapterInfo info;
   bool gpu_timestamps = false;
   // The program's own device (Device::adopt): released, never destroyed.

@@ -1,6 +1,7 @@
 // The catalog and the parts of KernelDefinition that every kernel shares.
 
 #include <algorithm>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 
@@ -178,6 +179,20 @@ Status KernelDefinition::check_schedule(const Schedule& schedule,
 }
 
 Status KernelDefinition::check_resources(const Schedule&, const DeviceCapabilities&) const {
+  return Ok{};
+}
+
+Status KernelDefinition::check_problem(const Problem& problem) const {
+  constexpr std::uint64_t kLargest = std::numeric_limits<std::uint32_t>::max();
+  for (const auto& [field, value] :
+       {std::pair{"n", problem.elements}, std::pair{"source_elements", problem.source_elements}}) {
+    if (value > kLargest) {
+      return Error(ErrorKind::kInvalidInput,
+                   "Problem size " + std::string(field) + " (" + std::to_string(value) +
+                       ") exceeds the largest that " + std::string(id()) + " indexes (" +
+                       std::to_string(kLargest) + ": its WGSL indices are u32).");
+    }
+  }
   return Ok{};
 }
 

@@ -47,6 +47,28 @@ class GemmF32 final : public KernelDefinition {
     return {kTileM, kTileN, kTileK, kThreadM, kThreadN};
   }
 
+  // Elements of A, B and C are indexed row * columns + column in u32.
+  Status check_problem(const Problem& problem) const override {
+    constexpr std::uint64_t kLargest = std::numeric_limits<std::uint32_t>::max();
+    const struct {
+      const char* name;
+      std::uint64_t elements;
+    } matrices[] = {{"A (m * k)", std::uint64_t{problem.m} * problem.k},
+                    {"B (k * n)", std::uint64_t{problem.k} * problem.n},
+                    {"C (m * n)", std::uint64_t{problem.m} * problem.n}};
+    for (const auto& matrix : matrices) {
+      if (matrix.elements > kLargest) {
+        return Error(ErrorKind::kInvalidInput, "Matrix " + std::string(matrix.name) +
+                                                   " of gemm_f32 has " +
+                                                   std::to_string(matrix.elements) +
+                                                   " elements, more than its u32 indices "
+                                                   "reach (" +
+                                                   std::to_string(kLargest) + ").");
+      }
+    }
+    return Ok{};
+  }
+
   Status check_resources(const Schedule& schedule,
                          const DeviceCapabilities& device) const override {
     const std::uint32_t tile_m = knob(schedule, kTileM);

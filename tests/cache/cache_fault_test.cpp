@@ -339,5 +339,111 @@ TEST_F(CacheFaultTest, ThreadsStoringIntoOneCacheAgree) {
   EXPECT_EQ(temporary_files(root), 0u);
 }
 
+// A re-tune's replacement of a topology-keyed entry, old by new.
+class ReplacementFaultTest : public CacheFaultTest {
+ protected:
+  void SetUp() override {
+    CacheFaultTest::SetUp();
+    // One that records its topology (the cache key covers it), as the tuner's always do.
+    old_ = manifest_;
+    while (!old_.context.topology_hash) old_ = testing::random_tuning_manifest(random_);
+    topology_ = *old_.context.topology_hash;
+    new_ = old_;
+    new_.result.winner.timing.median_ns /= 2;
+    new_.result.finalists.back() = new_.result.winner;
+    old_bytes_ = serialize_manifest(old_).value();
+    new_bytes_ = serialize_manifest(new_).value();
+    ASSERT_NE(old_bytes_, new_bytes_);
+  }
+  // A root holding the old entry; returns its entry's path.
+  fs::path root_with_old_entry(const fs::path& root) const {
+    return ManifestCache(root).store_tuning_for_topology(topology_, old_.kernel_id, old_).value();
+  }
+  Result<fs::path> replace(const fs::path& root, std::shared_ptr<FileSystem> files) const {
+    ManifestCache cache(root, std::move(files));
+    const ManifestCache::Snapshot before{old_bytes_};
+    return cache.replace_tuning_for_topology(topology_, old_.kernel_id, new_, before);
+  }
+  // What a reader must find after any fault: the old entry byte for byte, or the new one.
+  void expect_old_or_new(const fs::path& entry, const std::string& context) const {
+    ASSERT_TRUE(fs::exists(entry)) << context << ": the entry is gone";
+    const std::string bytes = testing::read_text(entry);
+    EXPECT_TRUE(bytes == old_bytes_ || bytes == new_bytes_) << context << ": " << bytes;
+  }
+
+  std::string topology_;
+  TuningManifest old_;
+  TuningManifest new_;
+  std::string old_bytes_;
+  std::string new_bytes_;
+};
+
+TEST_F(ReplacementFaultTest, EveryFailedOrKilledFileOperationLeavesTheOldEntryOrTheNewOne) {
+  auto counting = std::make_shared<FaultyFileSystem>(Fault::kNone, 0);
+  const fs::path counted = root_with_old_entry(fresh_root("count"));
+  ASSERT_TRUE(replace(counted.parent_path(), counting).ok());
+  EXPECT_EQ(testing::read_text(counted), new_bytes_);
+  const std::vector<std::string> operations = counting->operations();
+  for (Fault fault : {Fault::kNoSpace, Fault::kIoError, Fault::kShortWrite, Fault::kKillBefore,
+                      Fault::kKillAfter}) {
+    for (std::size_t k = 1; k <= operations.size(); ++k) {
+      const std::string context = std::string(testing::fault_name(fault)) + " at operation " +
+                                  std::to_string(k) + " (" + operations[k - 1] + "), " + trace();
+      const fs::path entry = root_with_old_entry(fresh_root(
+          "replace-" + std::to_string(static_cast<int>(fault)) + "-" + std::to_string(k)));
+      const fs::path root = entry.parent_path();
+      if (fault == Fault::kKillBefore || fault == Fault::kKillAfter) {
+        pid_t child = ::fork();
+        if (child == 0) {
+          ::_exit(replace(root, std::make_shared<FaultyFileSystem>(fault, k)).ok() ? 0 : 1);
+        }
+        int status = 0;
+        ::waitpid(child, &status, 0);
+        ASSERT_TRUE(WIFSIGNALED(status)) << context << ": not killed";
+      } else {
+        Result<fs::path> replaced = replace(root, std::make_shared<FaultyFileSystem>(fault, k));
+        if (!replaced.ok() && testing::read_text(entry) == old_bytes_) {
+          EXPECT_EQ(temporary_files(root), 0u) << context << ": the temporary file was left";
+        }
+      }
+      expect_old_or_new(entry, context);
+      ManifestCache cache(root);
+      ASSERT_TRUE(cache.remove_stale_temporaries(std::chrono::seconds(0)).ok()) << context;
+      Result<VerifyReport> report = cache.verify();
+      ASSERT_TRUE(report.ok()) << context;
+      for (const EntryCheck& check : report->checks) {
+        EXPECT_EQ(check.health, EntryHealth::kValid) << context << ": " << check.path << " "
+                                                     << check.message;
+      }
+    }
+  }
+}
+
+TEST_F(ReplacementFaultTest, AnEntryAnotherWriterReplacedMeanwhileIsKept) {
+  const fs::path entry = root_with_old_entry(fresh_root("raced"));
+  ManifestCache cache(entry.parent_path());
+  const ManifestCache::Snapshot before =
+      cache.snapshot(ManifestKind::kTuning, ManifestCache::topology_key(topology_, old_.kernel_id))
+          .value();
+  ASSERT_EQ(before.bytes, std::optional(old_bytes_));
+  TuningManifest other = new_;
+  other.result.winner.timing.median_ns /= 2;
+  other.result.finalists.back() = other.result.winner;
+  ASSERT_TRUE(
+      cache.replace_tuning_for_topology(topology_, old_.kernel_id, other, std::nullopt).ok());
+  const std::string others_bytes = testing::read_text(entry);
+  Result<fs::path> replaced =
+      cache.replace_tuning_for_topology(topology_, old_.kernel_id, new_, before);
+  ASSERT_FALSE(replaced.ok());
+  EXPECT_EQ(replaced.error().kind(), ErrorKind::kCollision) << replaced.error().to_string();
+  EXPECT_NE(replaced.error().message().find("changed while this process was tuning"),
+            std::string::npos)
+      << replaced.error().to_string();
+  EXPECT_EQ(testing::read_text(entry), others_bytes);
+  // The same bytes as the other writer's are success.
+  EXPECT_EQ(cache.replace_tuning_for_topology(topology_, old_.kernel_id, other, before).value(),
+            entry);
+}
+
 }  // namespace
 }  // namespace wgsl_forge

@@ -44,6 +44,9 @@ class DelegatingKernel : public kernels::KernelDefinition {
   kernels::WorkAmount work(const kernels::Problem& problem) const override {
     return base_.work(problem);
   }
+  Status check_problem(const kernels::Problem& problem) const override {
+    return base_.check_problem(problem);
+  }
   kernels::Problem tuning_problem(bool cpu_adapter) const override {
     return base_.tuning_problem(cpu_adapter);
   }

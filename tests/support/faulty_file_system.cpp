@@ -110,6 +110,10 @@ int FaultyFileSystem::rename_no_replace(const char* from, const char* to) {
   });
 }
 
+int FaultyFileSystem::rename_replacing(const char* from, const char* to) {
+  return pass("rename", [&] { return real_->rename_replacing(from, to); });
+}
+
 int FaultyFileSystem::link(const char* from, const char* to) {
   return pass("link", [&] { return real_->link(from, to); });
 }

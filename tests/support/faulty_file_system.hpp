@@ -42,6 +42,7 @@ class FaultyFileSystem final : public FileSystem {
   int close(int fd) override;
   int mkdir(const char* path, mode_t mode) override;
   int rename_no_replace(const char* from, const char* to) override;
+  int rename_replacing(const char* from, const char* to) override;
   int link(const char* from, const char* to) override;
   int unlink(const char* path) override;
 
