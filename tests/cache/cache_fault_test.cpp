@@ -412,8 +412,8 @@ TEST_F(ReplacementFaultTest, EveryFailedOrKilledFileOperationLeavesTheOldEntryOr
       Result<VerifyReport> report = cache.verify();
       ASSERT_TRUE(report.ok()) << context;
       for (const EntryCheck& check : report->checks) {
-        EXPECT_EQ(check.health, EntryHealth::kValid) << context << ": " << check.path << " "
-                                                     << check.message;
+        EXPECT_EQ(check.health, EntryHealth::kValid)
+            << context << ": " << check.path << " " << check.message;
       }
     }
   }
