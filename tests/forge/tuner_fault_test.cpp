@@ -48,7 +48,7 @@ class MisbehavingAffine final : public testing::DelegatingKernel {
       case kNoCompile:
         return wgsl + "\nfn broken( {\n";
       case kInvalidPipeline:
-        return replace(wgsl, "@workgroup_size(256)", "@workgroup_size(4096)");
+        return replace(wgsl, "const WG: u32 = 256u;", "const WG: u32 = 4096u;");
       case kSlow:
         // Invocation 0 runs a dependent loop the compiler cannot remove.
         return replace(wgsl, "  for (var item = 0u;",
