@@ -121,7 +121,8 @@ std::string retune_decision(const TuningManifest& stored, const TuningResult& re
 }
 
 // What replacing the entry that `cached` read means, in words; empty when there was none.
-std::string replacement_decision(const kernels::KernelDefinition& kernel,
+// `unusable` is why this build does not use the entry, when it parsed but is not used.
+std::string replacement_decision(const std::optional<UnusableTuning>& unusable,
                                  const Result<std::optional<TuningManifest>>& cached,
                                  const std::optional<TuningManifest>& stored,
                                  const TuningResult& result, bool force) {
@@ -131,11 +132,7 @@ std::string replacement_decision(const kernels::KernelDefinition& kernel,
   }
   if (stored) return retune_decision(*stored, result, true);
   if (!cached) return "replaced the damaged entry (" + cached.error().message() + ")";
-  if (cached->has_value()) {
-    const std::optional<UnusableTuning> why = find_unusable_tuning(kernel, **cached, nullptr);
-    return "replaced the entry this build does not use (" +
-           (why ? why->reason : std::string("its schedule does not fit this device")) + ")";
-  }
+  if (unusable) return "replaced the entry this build does not use (" + unusable->reason + ")";
   return "";
 }
 
@@ -167,7 +164,7 @@ AutoTuneRow tune_and_store(gpu::Device& device, const ManifestCache& cache,
   const std::string& topology = device.adapter().topology_hash;
   const std::string key = ManifestCache::topology_key(topology, kernel.id());
 
-  // Ask the cache first, as the original module does. The snapshot is taken before the load, so
+  // Ask the cache first. The snapshot is taken before the load, so
   // that a writer who replaces the entry after either is noticed when this one stores; a name
   // that cannot be read at all (a FIFO, a link) fails both, and the load reports it.
   Result<ManifestCache::Snapshot> snapshot = cache.snapshot(ManifestKind::kTuning, key);
@@ -218,7 +215,7 @@ AutoTuneRow tune_and_store(gpu::Device& device, const ManifestCache& cache,
     row.certified_cases = outcome->certification.cases.size();
     return row;
   }
-  row.decision = replacement_decision(kernel, cached, stored, result, options.force);
+  row.decision = replacement_decision(unusable, cached, stored, result, options.force);
   Result<std::filesystem::path> replaced = cache.replace_tuning_for_topology(
       topology, kernel.id(), outcome->manifest,
       options.force || !snapshot ? std::nullopt : std::optional(*snapshot));
