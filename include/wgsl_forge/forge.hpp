@@ -145,17 +145,20 @@ struct AutoTuneOptions {
 Result<std::filesystem::path> store_certification_evidence(const ManifestCache& cache,
                                                            const CertificationManifest& manifest);
 
-// Tunes one kernel unless the cache has it for this topology and revision (or options.retune),
-// and stores its tuning and certification manifests. Never fails: the row says what happened.
-// Nothing in the cache changes before the search has a certified winner. Losing the race to
-// another process that stored a valid current entry meanwhile is success (kTunedElsewhere).
+// Tunes one kernel unless the cache has a usable entry for it on this topology (or
+// options.retune), and stores its tuning and certification manifests; a damaged entry is
+// replaced, one that cannot be read for another reason is reported and left. Never fails: the row
+// says what happened. Nothing in the cache changes before the search has a certified winner. Losing
+// the race to another process that stored a valid current entry meanwhile is success
+// (kTunedElsewhere).
 AutoTuneRow tune_and_store(gpu::Device& device, const ManifestCache& cache,
                            const kernels::KernelDefinition& kernel, const AutoTuneOptions& options);
 
 // True when tune_and_store would tune `kernel`, and so write to the cache: options.retune, no
-// entry, or an entry this build does not use (find_unusable_tuning: another kernel revision, an
-// illegal winner, a source hash that is not the regenerated WGSL's). False for a usable entry
-// and for a damaged one (which tune_and_store reports without replacing it), so that a caller
+// entry, a damaged one (corrupt, not a regular file), or an entry this build does not use
+// (find_unusable_tuning: another kernel revision, an illegal winner, a source hash that is not
+// the regenerated WGSL's). False for a usable entry and for one that cannot be read for another
+// reason (permissions, I/O; tune_and_store reports it without replacing it), so that a caller
 // can prove the cache writable only when it will be written.
 bool would_tune(const gpu::Device& device, const ManifestCache& cache,
                 const kernels::KernelDefinition& kernel, const AutoTuneOptions& options);

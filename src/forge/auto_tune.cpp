@@ -54,7 +54,8 @@ bool would_tune(const gpu::Device& device, const ManifestCache& cache,
   if (options.retune) return true;
   Result<std::optional<TuningManifest>> cached =
       cache.load_tuning_for_topology(device.adapter().topology_hash, kernel.id());
-  return cached && (!cached->has_value() || unusable_here(device, kernel, **cached).has_value());
+  if (!cached) return cached.error().kind() == ErrorKind::kCorruption;
+  return !cached->has_value() || unusable_here(device, kernel, **cached).has_value();
 }
 
 const char* auto_tune_status_name(AutoTuneRow::Status status) {
@@ -171,9 +172,11 @@ AutoTuneRow tune_and_store(gpu::Device& device, const ManifestCache& cache,
   Result<std::optional<TuningManifest>> cached = cache.load_tuning(key);
   const std::optional<UnusableTuning> unusable =
       cached && cached->has_value() ? unusable_here(device, kernel, **cached) : std::nullopt;
-  if (!cached && !options.retune) {
-    row.message =
-        cached.error().to_string() + " Run wgsl-forge auto-tune-all --retune to replace it.";
+  // A damaged entry (it does not parse, breaks an invariant, or is not a regular file) holds
+  // nothing worth keeping: it is searched again and replaced like a missing one. Any other
+  // failure to read (permissions, I/O) may hide a good entry, so this kernel stops there.
+  if (!cached && cached.error().kind() != ErrorKind::kCorruption && !options.retune) {
+    row.message = cached.error().to_string();
     return row;
   }
   if (cached && cached->has_value() && !unusable && !options.retune) {

@@ -3,6 +3,7 @@
 // losing the race to another writer's valid entry is success.
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include "gpu/gpu_test_support.hpp"
 #include "support/delegating_kernel.hpp"
@@ -172,6 +173,44 @@ TEST_F(RetuneTest, LosingTheRaceToAnotherWritersValidEntryIsSuccess) {
     EXPECT_EQ(row.manifest, other.manifest);
     EXPECT_EQ(testing::read_text(entry(cache)), others_bytes);
   }
+}
+
+// A damaged entry holds nothing worth keeping: auto-tune-all (no --retune) searches again and
+// replaces it, whether its bytes are cut short or the name is a FIFO (issue 22, point 2). A name
+// that cannot be replaced (a directory) is one clear failure and stays as it was.
+TEST_F(RetuneTest, ADamagedEntryIsTunedAgainAndReplacedWithoutRetune) {
+  ManifestCache cache(temp_.path() / "cache");
+  ASSERT_EQ(tune_all_three(cache).status, forge::AutoTuneRow::Status::kTuned);
+  const std::string stored = testing::read_text(entry(cache));
+
+  testing::write_text(entry(cache), stored.substr(0, stored.size() / 2));
+  forge::AutoTuneRow truncated =
+      forge::tune_and_store(device_, cache, kernel_, options_of(1, false));
+  EXPECT_EQ(truncated.status, forge::AutoTuneRow::Status::kTuned) << truncated.message;
+  EXPECT_NE(truncated.decision.find("replaced the damaged entry (Cache entry " +
+                                    entry(cache).string() + " is corrupt"),
+            std::string::npos)
+      << truncated.decision;
+  EXPECT_EQ(testing::read_text(entry(cache)), serialize_manifest(*truncated.manifest).value());
+
+  fs::remove(entry(cache));
+  ASSERT_EQ(::mkfifo(entry(cache).c_str(), 0644), 0);
+  forge::AutoTuneRow fifo = forge::tune_and_store(device_, cache, kernel_, options_of(1, false));
+  EXPECT_EQ(fifo.status, forge::AutoTuneRow::Status::kTuned) << fifo.message;
+  EXPECT_NE(fifo.decision.find("is a FIFO, not a regular file"), std::string::npos)
+      << fifo.decision;
+  EXPECT_TRUE(fs::is_regular_file(entry(cache)));
+  EXPECT_TRUE(cache.load_tuning_for_topology(device_.adapter().topology_hash, kernel_.id())
+                  .value()
+                  .has_value());
+
+  fs::remove(entry(cache));
+  fs::create_directory(entry(cache));
+  forge::AutoTuneRow directory =
+      forge::tune_and_store(device_, cache, kernel_, options_of(1, false));
+  EXPECT_EQ(directory.status, forge::AutoTuneRow::Status::kFailed);
+  EXPECT_NE(directory.message.find(entry(cache).string()), std::string::npos) << directory.message;
+  EXPECT_TRUE(fs::is_directory(entry(cache)));
 }
 
 }  // namespace
