@@ -23,7 +23,9 @@ enum class ErrorKind {
   kIo,             // the operating system refused a file operation
   kCompilation,    // WGSL that does not compile (the message has line and column)
   kValidation,     // WebGPU refused an operation (a limit, a binding, a dispatch)
-  kRuntime,        // the GPU runtime failed (library, adapter, device lost, timeout)
+  kRuntime,        // the GPU runtime failed (library, adapter, pipeline creation)
+  kTimeout,        // the GPU did not answer a wait within its watchdog (a kernel that hangs)
+  kDeviceLost,     // the GPU device is lost: nothing more runs on it; open a new one
 };
 
 class Error {

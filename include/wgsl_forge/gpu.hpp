@@ -346,8 +346,9 @@ class Device {
   // device's teardown (the CLI does, see cli_support.hpp).
   bool has_unfinished_work() const;
 
-  // Makes Dawn lose the device, as a driver crash would (for tests of the failure path).
-  void force_loss_for_testing(std::string_view message);
+  // Makes Dawn lose the device, as a driver crash would (for tests of the failure path); an error
+  // for a webgpu.h library other than Dawn, which has no such call.
+  Status force_loss_for_testing(std::string_view message);
   // Why the device was lost, once it was.
   std::optional<std::string> lost_reason() const;
 

@@ -32,8 +32,10 @@ extern "C" {
 #define WF_OK 0
 #define WF_ERROR_INVALID_INPUT 2 /* a bad argument: NULL pointer, unknown kernel, short buffer */
 #define WF_ERROR_CACHE 4         /* the manifest cache cannot be read or written */
-#define WF_ERROR_GPU 5           /* the WebGPU library, adapter or device failed (or was lost) */
+#define WF_ERROR_GPU 5           /* the WebGPU library, adapter or a pipeline failed */
 #define WF_ERROR_REJECTED 6      /* a kernel failed to tune or certify */
+#define WF_ERROR_TIMEOUT 7       /* the GPU did not finish within the watchdog (a kernel hangs) */
+#define WF_ERROR_DEVICE_LOST 8   /* the device is lost: destroy the context and open a new one */
 
 typedef struct wf_context wf_context;
 typedef struct wf_batch wf_batch;

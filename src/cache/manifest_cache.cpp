@@ -12,6 +12,7 @@
 #include <cstring>
 #include <random>
 
+#include "util/try.hpp"
 #include "wgsl_forge/file_system.hpp"
 #include "wgsl_forge/hash.hpp"
 #include "wgsl_forge/manifest_json.hpp"
@@ -186,11 +187,9 @@ Result<CertificationManifest> decode_entry<CertificationManifest>(std::string_vi
 Status check_entry(ManifestKind kind, std::string_view key, const fs::path& path,
                    const std::string& bytes) {
   if (kind == ManifestKind::kTuning) {
-    Result<TuningManifest> manifest = decode_entry<TuningManifest>(key, path, bytes);
-    if (!manifest) return std::move(manifest).error();
+    WF_TRY(decode_entry<TuningManifest>(key, path, bytes));
   } else {
-    Result<CertificationManifest> manifest = decode_entry<CertificationManifest>(key, path, bytes);
-    if (!manifest) return std::move(manifest).error();
+    WF_TRY(decode_entry<CertificationManifest>(key, path, bytes));
   }
   return Ok{};
 }
@@ -330,15 +329,13 @@ Result<fs::path> ManifestCache::store_certification(const CertificationManifest&
                      " has no adapter cache key (it was made without a topology hash) and cannot "
                      "be cached.");
   }
-  Result<std::string> bytes = serialize_manifest(manifest);
-  if (!bytes) return std::move(bytes).error();
-  return store_bytes(ManifestKind::kCertification, *manifest.cache_key, *bytes);
+  WF_TRY_ASSIGN(std::string bytes, serialize_manifest(manifest));
+  return store_bytes(ManifestKind::kCertification, *manifest.cache_key, bytes);
 }
 
 Result<fs::path> ManifestCache::store_tuning(const TuningManifest& manifest) const {
-  Result<std::string> bytes = serialize_manifest(manifest);
-  if (!bytes) return std::move(bytes).error();
-  return store_bytes(ManifestKind::kTuning, manifest.cache_key, *bytes);
+  WF_TRY_ASSIGN(std::string bytes, serialize_manifest(manifest));
+  return store_bytes(ManifestKind::kTuning, manifest.cache_key, bytes);
 }
 
 Result<std::string> ManifestCache::topology_entry_bytes(std::string_view topology_hash,
@@ -358,25 +355,22 @@ Result<std::string> ManifestCache::topology_entry_bytes(std::string_view topolog
 Result<fs::path> ManifestCache::store_tuning_for_topology(std::string_view topology_hash,
                                                           std::string_view kernel_id,
                                                           const TuningManifest& manifest) const {
-  Result<std::string> bytes = topology_entry_bytes(topology_hash, kernel_id, manifest);
-  if (!bytes) return std::move(bytes).error();
-  return store_bytes(ManifestKind::kTuning, topology_key(topology_hash, kernel_id), *bytes);
+  WF_TRY_ASSIGN(std::string bytes, topology_entry_bytes(topology_hash, kernel_id, manifest));
+  return store_bytes(ManifestKind::kTuning, topology_key(topology_hash, kernel_id), bytes);
 }
 
 Result<ManifestCache::Snapshot> ManifestCache::snapshot(ManifestKind kind,
                                                         std::string_view key) const {
-  Result<std::optional<std::string>> bytes = read_entry(kind, key);
-  if (!bytes) return std::move(bytes).error();
-  return Snapshot{std::move(bytes).value()};
+  WF_TRY_ASSIGN(std::optional<std::string> bytes, read_entry(kind, key));
+  return Snapshot{std::move(bytes)};
 }
 
 Result<fs::path> ManifestCache::replace_tuning_for_topology(
     std::string_view topology_hash, std::string_view kernel_id, const TuningManifest& manifest,
     const std::optional<Snapshot>& expected) const {
-  Result<std::string> bytes = topology_entry_bytes(topology_hash, kernel_id, manifest);
-  if (!bytes) return std::move(bytes).error();
+  WF_TRY_ASSIGN(std::string bytes, topology_entry_bytes(topology_hash, kernel_id, manifest));
   const std::string key = topology_key(topology_hash, kernel_id);
-  if (expected && !expected->bytes) return store_bytes(ManifestKind::kTuning, key, *bytes);
+  if (expected && !expected->bytes) return store_bytes(ManifestKind::kTuning, key, bytes);
   const fs::path final_path = path_for(ManifestKind::kTuning, key);
   auto fail = [&](Error cause) -> Result<fs::path> {
     return std::move(cause).with_context("replacing tuning manifest " + final_path.string());
@@ -387,7 +381,7 @@ Result<fs::path> ManifestCache::replace_tuning_for_topology(
   if (expected) {
     Result<std::optional<std::string>> current = read_file(*files_, final_path);
     if (!current) return fail(std::move(current).error());
-    if (*current == *bytes) return final_path;
+    if (*current == bytes) return final_path;
     if (*current != expected->bytes) {
       return fail(Error(ErrorKind::kCollision,
                         "Cache entry " + final_path.string() +
@@ -396,7 +390,7 @@ Result<fs::path> ManifestCache::replace_tuning_for_topology(
     }
   }
   const fs::path temporary_path = root_ / temporary_name("tuning-" + key);
-  if (Status written = write_temporary(*files_, temporary_path, *bytes); !written) {
+  if (Status written = write_temporary(*files_, temporary_path, bytes); !written) {
     return fail(std::move(written).error());
   }
   if (files_->rename_replacing(temporary_path.c_str(), final_path.c_str()) != 0) {
@@ -411,24 +405,22 @@ Result<fs::path> ManifestCache::replace_tuning_for_topology(
 }
 
 Result<std::optional<TuningManifest>> ManifestCache::load_tuning(std::string_view key) const {
-  Result<std::optional<std::string>> bytes = read_entry(ManifestKind::kTuning, key);
-  if (!bytes) return std::move(bytes).error();
-  if (!bytes->has_value()) return std::optional<TuningManifest>();
-  Result<TuningManifest> manifest =
-      decode_entry<TuningManifest>(lowercase(key), path_for(ManifestKind::kTuning, key), **bytes);
-  if (!manifest) return std::move(manifest).error();
-  return std::optional<TuningManifest>(std::move(manifest).value());
+  WF_TRY_ASSIGN(std::optional<std::string> bytes, read_entry(ManifestKind::kTuning, key));
+  if (!bytes.has_value()) return std::optional<TuningManifest>();
+  WF_TRY_ASSIGN(
+      TuningManifest manifest,
+      decode_entry<TuningManifest>(lowercase(key), path_for(ManifestKind::kTuning, key), *bytes));
+  return std::optional<TuningManifest>(std::move(manifest));
 }
 
 Result<std::optional<CertificationManifest>> ManifestCache::load_certification(
     std::string_view key) const {
-  Result<std::optional<std::string>> bytes = read_entry(ManifestKind::kCertification, key);
-  if (!bytes) return std::move(bytes).error();
-  if (!bytes->has_value()) return std::optional<CertificationManifest>();
-  Result<CertificationManifest> manifest = decode_entry<CertificationManifest>(
-      lowercase(key), path_for(ManifestKind::kCertification, key), **bytes);
-  if (!manifest) return std::move(manifest).error();
-  return std::optional<CertificationManifest>(std::move(manifest).value());
+  WF_TRY_ASSIGN(std::optional<std::string> bytes, read_entry(ManifestKind::kCertification, key));
+  if (!bytes.has_value()) return std::optional<CertificationManifest>();
+  WF_TRY_ASSIGN(CertificationManifest manifest,
+                decode_entry<CertificationManifest>(
+                    lowercase(key), path_for(ManifestKind::kCertification, key), *bytes));
+  return std::optional<CertificationManifest>(std::move(manifest));
 }
 
 Result<std::optional<TuningManifest>> ManifestCache::load_tuning_for_topology(
@@ -438,15 +430,14 @@ Result<std::optional<TuningManifest>> ManifestCache::load_tuning_for_topology(
 
 Result<std::optional<std::string>> ManifestCache::read_entry(ManifestKind kind,
                                                              std::string_view key) const {
-  if (Status valid = validate_cache_key(key); !valid) return std::move(valid).error();
+  WF_TRY(validate_cache_key(key));
   return read_file(*files_, path_for(kind, key));
 }
 
 Result<ManifestCache::Directory> ManifestCache::open_root_for_writing() const {
   auto unusable = [&](int error_number) {
     return Error(ErrorKind::kIo, "Cannot use " + root_.string() + " as the cache directory (" +
-                                     errno_text(error_number) +
-                                     "). Pass --cache DIR or set WGSL_FORGE_CACHE.");
+                                     errno_text(error_number) + ").");
   };
   if (int error = make_directories(*files_, root_); error != 0) return unusable(error);
   int fd = files_->open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
@@ -455,14 +446,12 @@ Result<ManifestCache::Directory> ManifestCache::open_root_for_writing() const {
 }
 
 Status ManifestCache::check_writable() const {
-  Result<Directory> directory = open_root_for_writing();
-  if (!directory) return std::move(directory).error();
-  FileDescriptor directory_fd(*files_, directory->fd);
+  WF_TRY_ASSIGN(Directory directory, open_root_for_writing());
+  FileDescriptor directory_fd(*files_, directory.fd);
   const fs::path probe = root_ / temporary_name("probe");
   if (Status written = write_temporary(*files_, probe, ""); !written) {
     return Error(ErrorKind::kIo, "Cannot write in the cache directory " + root_.string() + ": " +
-                                     written.error().message() +
-                                     " Pass --cache DIR or set WGSL_FORGE_CACHE.");
+                                     written.error().message());
   }
   files_->unlink(probe.c_str());
   return Ok{};
@@ -488,7 +477,7 @@ std::optional<Result<fs::path>> ManifestCache::compare_with_existing(
 
 Result<fs::path> ManifestCache::store_bytes(ManifestKind kind, std::string_view key,
                                             const std::string& bytes) const {
-  if (Status valid = validate_cache_key(key); !valid) return std::move(valid).error();
+  WF_TRY(validate_cache_key(key));
   const fs::path final_path = path_for(kind, key);
   auto fail = [&](Error cause) -> Result<fs::path> {
     return std::move(cause).with_context("storing " + std::string(manifest_kind_name(kind)) +
@@ -522,7 +511,7 @@ Result<fs::path> ManifestCache::store_bytes(ManifestKind kind, std::string_view 
 }
 
 Result<bool> ManifestCache::remove(ManifestKind kind, std::string_view key) const {
-  if (Status valid = validate_cache_key(key); !valid) return std::move(valid).error();
+  WF_TRY(validate_cache_key(key));
   const fs::path path = path_for(kind, key);
   if (files_->unlink(path.c_str()) != 0) {
     if (errno == ENOENT) return false;
@@ -542,10 +531,9 @@ Result<PruneReport> ManifestCache::remove_stale_temporaries(std::chrono::seconds
                      std::to_string(kLongestTemporaryAge.count()) + " s).");
   }
   PruneReport report;
-  Result<std::vector<fs::directory_entry>> files = files_in(root_);
-  if (!files) return std::move(files).error();
+  WF_TRY_ASSIGN(std::vector<fs::directory_entry> files, files_in(root_));
   const auto now = fs::file_time_type::clock::now();
-  for (const fs::directory_entry& item : *files) {
+  for (const fs::directory_entry& item : files) {
     if (!is_temporary_name(item.path().filename().string())) continue;
     std::error_code error;
     const fs::file_status status = item.symlink_status(error);
@@ -576,9 +564,8 @@ Result<PruneReport> ManifestCache::remove_stale_temporaries(std::chrono::seconds
 
 Result<std::vector<CacheEntry>> ManifestCache::list() const {
   std::vector<CacheEntry> entries;
-  Result<std::vector<fs::directory_entry>> files = files_in(root_);
-  if (!files) return std::move(files).error();
-  for (const fs::directory_entry& item : *files) {
+  WF_TRY_ASSIGN(std::vector<fs::directory_entry> files, files_in(root_));
+  for (const fs::directory_entry& item : files) {
     if (auto entry = parse_entry_name(item.path())) entries.push_back(std::move(*entry));
   }
   std::sort(entries.begin(), entries.end(),
@@ -588,9 +575,8 @@ Result<std::vector<CacheEntry>> ManifestCache::list() const {
 
 Result<VerifyReport> ManifestCache::verify() const {
   VerifyReport report;
-  Result<std::vector<fs::directory_entry>> files = files_in(root_);
-  if (!files) return std::move(files).error();
-  for (const fs::directory_entry& item : *files) {
+  WF_TRY_ASSIGN(std::vector<fs::directory_entry> files, files_in(root_));
+  for (const fs::directory_entry& item : files) {
     EntryCheck check;
     check.path = item.path();
     check.entry = parse_entry_name(item.path());

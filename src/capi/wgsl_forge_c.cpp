@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "util/try.hpp"
 #include "wgsl_forge/primitives.hpp"
 #include "wgsl_forge/version.hpp"
 
@@ -46,6 +47,10 @@ int status_code(ErrorKind kind) {
     case ErrorKind::kValidation:
     case ErrorKind::kRuntime:
       return WF_ERROR_GPU;
+    case ErrorKind::kTimeout:
+      return WF_ERROR_TIMEOUT;
+    case ErrorKind::kDeviceLost:
+      return WF_ERROR_DEVICE_LOST;
   }
   return WF_ERROR_GPU;
 }
@@ -104,9 +109,8 @@ struct WrappedColumn {
 };
 
 Result<WrappedColumn> wrap(wf_context& context, wf_column column, const char* name) {
-  Result<gpu::Buffer> buffer = context.device->wrap_buffer(column.buffer, name);
-  if (!buffer) return std::move(buffer).error();
-  return WrappedColumn{std::move(buffer).value(), column.offset};
+  WF_TRY_ASSIGN(gpu::Buffer buffer, context.device->wrap_buffer(column.buffer, name));
+  return WrappedColumn{std::move(buffer), column.offset};
 }
 
 template <typename T>
@@ -139,9 +143,8 @@ Result<gpu::Buffer> upload(gpu::Device& device, const void* data, std::size_t by
 }
 
 Status download(gpu::Device& device, const gpu::Buffer& buffer, void* data, std::size_t bytes) {
-  Result<std::vector<std::byte>> read = device.read_buffer(buffer, 0, bytes);
-  if (!read) return std::move(read).error();
-  if (bytes != 0) std::memcpy(data, read->data(), bytes);
+  WF_TRY_ASSIGN(std::vector<std::byte> read, device.read_buffer(buffer, 0, bytes));
+  if (bytes != 0) std::memcpy(data, read.data(), bytes);
   return Ok{};
 }
 
@@ -396,14 +399,13 @@ int reduce(wf_context* context, wf_batch* batch, wf_column x, uint64_t n, wf_col
           return (c.primitives.get()->*reduction)(batch->batch, as<float>(col[0]), n,
                                                   as<float>(col[1]));
         }
-        Result<forge::Batch> own = c.primitives->begin_batch();
-        if (!own) return std::move(own).error();
+        WF_TRY_ASSIGN(forge::Batch own, c.primitives->begin_batch());
         if (Status recorded =
-                (c.primitives.get()->*reduction)(*own, as<float>(col[0]), n, as<float>(col[1]));
+                (c.primitives.get()->*reduction)(own, as<float>(col[0]), n, as<float>(col[1]));
             !recorded) {
           return recorded;
         }
-        return own->submit_and_wait();
+        return own.submit_and_wait();
       },
       named(x, "x"), named(result, "result"));
 }
@@ -434,15 +436,13 @@ int wf_compact_f32(wf_context* context, wf_batch* batch, wf_column x, uint64_t n
           return c.primitives->compact_f32(batch->batch, as<float>(col[0]), n, threshold,
                                            as<float>(col[1]), as<std::uint32_t>(col[2]));
         }
-        Result<forge::Batch> own = c.primitives->begin_batch();
-        if (!own) return std::move(own).error();
-        if (Status recorded =
-                c.primitives->compact_f32(*own, as<float>(col[0]), n, threshold, as<float>(col[1]),
-                                          as<std::uint32_t>(col[2]));
+        WF_TRY_ASSIGN(forge::Batch own, c.primitives->begin_batch());
+        if (Status recorded = c.primitives->compact_f32(
+                own, as<float>(col[0]), n, threshold, as<float>(col[1]), as<std::uint32_t>(col[2]));
             !recorded) {
           return recorded;
         }
-        return own->submit_and_wait();
+        return own.submit_and_wait();
       },
       named(x, "x"), named(out, "out"), named(count, "count"));
 }

@@ -72,6 +72,24 @@ int run_show(const GlobalOptions& options, const std::string& key) {
                                                           " (wgsl-forge cache list shows them)."));
 }
 
+// What to run about an entry verify reports; empty when there is nothing to run.
+std::string advice_for(EntryHealth health) {
+  switch (health) {
+    case EntryHealth::kCorrupt:
+    case EntryHealth::kStale:
+    case EntryHealth::kIllegalSchedule:
+    case EntryHealth::kSourceMismatch:
+      return " (wgsl-forge auto-tune-all tunes it again and replaces it)";
+    case EntryHealth::kTemporary:
+      return " (wgsl-forge cache prune removes it once it is an hour old)";
+    case EntryHealth::kValid:
+    case EntryHealth::kUnreadable:
+    case EntryHealth::kForeign:
+      return "";
+  }
+  return "";
+}
+
 int run_verify(const GlobalOptions& options, bool as_json) {
   Result<ManifestCache> cache = open_cache(options);
   if (!cache) return report_error(cache.error());
@@ -93,7 +111,7 @@ int run_verify(const GlobalOptions& options, bool as_json) {
         continue;
       }
       std::cout << entry_health_name(check.health) << "  " << check.path.string() << "\n    "
-                << check.message << "\n";
+                << check.message << advice_for(check.health) << "\n";
     }
     std::cout << valid << " valid entries, " << (report->checks.size() - valid)
               << " other files in " << cache->root().string() << "\n";

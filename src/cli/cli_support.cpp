@@ -1,4 +1,5 @@
 #include "cli_support.hpp"
+#include "util/try.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -41,18 +42,23 @@ Result<OpenDevice> open_device(const GlobalOptions& options) {
   runtime.backend = options.backend;
   runtime.bounds_checks = options.bounds_checks;
   if (options.timeout) runtime.wait_timeout = *options.timeout;
-  Result<std::unique_ptr<gpu::Device>> device = gpu::Device::open(runtime);
-  if (!device) return std::move(device).error();
-  return OpenDevice(device->release());
+  WF_TRY_ASSIGN(std::unique_ptr<gpu::Device> device, gpu::Device::open(runtime));
+  return OpenDevice(device.release());
+}
+
+Status check_cache_writable(const ManifestCache& cache) {
+  Status writable = cache.check_writable();
+  if (writable) return writable;
+  Error advised(writable.error().kind(),
+                writable.error().message() + " Pass --cache DIR or set WGSL_FORGE_CACHE.");
+  for (const std::string& line : writable.error().context()) advised.with_context(line);
+  return advised;
 }
 
 Result<ManifestCache> open_cache(const GlobalOptions& options, CacheUse use) {
-  Result<std::filesystem::path> root = resolve_cache_root(options.cache_dir);
-  if (!root) return std::move(root).error();
-  ManifestCache cache(*root);
-  if (use == CacheUse::kWrite) {
-    if (Status writable = cache.check_writable(); !writable) return std::move(writable).error();
-  }
+  WF_TRY_ASSIGN(std::filesystem::path root, resolve_cache_root(options.cache_dir));
+  ManifestCache cache(root);
+  if (use == CacheUse::kWrite) WF_TRY(check_cache_writable(cache));
   return cache;
 }
 
@@ -75,6 +81,8 @@ int report_error(const Error& error) {
     case ErrorKind::kCompilation:
     case ErrorKind::kValidation:
     case ErrorKind::kRuntime:
+    case ErrorKind::kTimeout:
+    case ErrorKind::kDeviceLost:
       return kExitRuntime;
   }
   return kExitRuntime;

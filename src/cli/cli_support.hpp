@@ -58,5 +58,7 @@ Result<OpenDevice> open_device(const GlobalOptions& options);
 // kWrite also proves the cache directory writable, before any GPU work is spent.
 enum class CacheUse { kRead, kWrite };
 Result<ManifestCache> open_cache(const GlobalOptions& options, CacheUse use = CacheUse::kRead);
+// ManifestCache::check_writable, with the flag that picks another directory in its message.
+Status check_cache_writable(const ManifestCache& cache);
 
 }  // namespace wgsl_forge::cli

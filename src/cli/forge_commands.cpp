@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "util/try.hpp"
 #include "wgsl_forge/forge.hpp"
 #include "wgsl_forge/manifest_json.hpp"
 
@@ -49,8 +50,7 @@ Result<kernels::Problem> checked_problem_of_size(const gpu::Device& device,
                                                  std::uint64_t size) {
   Result<kernels::Problem> problem = problem_of_size(kernel, size);
   if (!problem) return problem;
-  if (Status fits = forge::check_problem_fits(device, kernel, *problem); !fits)
-    return std::move(fits).error();
+  WF_TRY(forge::check_problem_fits(device, kernel, *problem));
   return problem;
 }
 
@@ -332,7 +332,9 @@ int run_auto_tune(const GlobalOptions& options, const TuneArguments& arguments,
   if (std::any_of(requested.begin(), requested.end(), [&](const kernels::KernelDefinition* kernel) {
         return forge::would_tune(**device, *cache, *kernel, tune_options);
       })) {
-    if (Status writable = cache->check_writable(); !writable) return report_error(writable.error());
+    if (Status writable = check_cache_writable(*cache); !writable) {
+      return report_error(writable.error());
+    }
   }
   std::vector<forge::AutoTuneRow> rows;
   if (only.empty()) rows = forge::auto_tune_all(**device, *cache, tune_options);
@@ -433,171 +435,210 @@ const char* passes_schedule(const forge::BenchRow& row) {
   return row.tuned ? "tuned" : "default";
 }
 
-int run_bench(const GlobalOptions& options, const BenchArguments& arguments) {
-  std::vector<const kernels::KernelDefinition*> selected;
+// What bench times: the kernels, and the schedule and WGSL source the user gave, if any.
+struct BenchSelection {
+  std::vector<const kernels::KernelDefinition*> kernels;
+  std::optional<Schedule> schedule;
+  std::optional<std::string> source;
+};
+
+Result<BenchSelection> select_bench(const BenchArguments& arguments) {
+  BenchSelection selection;
   for (const std::string& id : arguments.kernels) {
-    Result<const kernels::KernelDefinition*> kernel = kernels::find_kernel(id);
-    if (!kernel) return report_error(kernel.error());
-    selected.push_back(*kernel);
+    WF_TRY_ASSIGN(const kernels::KernelDefinition* kernel, kernels::find_kernel(id));
+    selection.kernels.push_back(kernel);
   }
-  if (selected.empty()) selected = kernels::builtin_kernels();
-  std::optional<Schedule> given;
+  if (selection.kernels.empty()) selection.kernels = kernels::builtin_kernels();
   if (!arguments.schedule.empty()) {
-    if (selected.size() != 1) {
-      return report_error(
-          Error(ErrorKind::kInvalidInput,
-                "--schedule needs exactly one KERNEL, since knobs are per kernel."));
+    if (selection.kernels.size() != 1) {
+      return Error(ErrorKind::kInvalidInput,
+                   "--schedule needs exactly one KERNEL, since knobs are per kernel.");
     }
-    Result<Schedule> schedule =
-        kernels::parse_schedule_overrides(*selected.front(), arguments.schedule);
-    if (!schedule) return report_error(schedule.error());
-    given = *schedule;
+    WF_TRY_ASSIGN(selection.schedule, kernels::parse_schedule_overrides(*selection.kernels.front(),
+                                                                        arguments.schedule));
   }
-  std::optional<std::string> given_source;
   if (!arguments.source.empty()) {
-    if (!given) {
-      return report_error(Error(ErrorKind::kInvalidInput,
-                                "--source needs --schedule: the knobs of the plan (buffers, "
-                                "passes, grid) that the WGSL is written to."));
+    if (!selection.schedule) {
+      return Error(ErrorKind::kInvalidInput,
+                   "--source needs --schedule: the knobs of the plan (buffers, passes, grid) that "
+                   "the WGSL is written to.");
     }
-    Result<std::string> source = read_source(arguments.source);
-    if (!source) return report_error(source.error());
-    given_source = *source;
+    WF_TRY_ASSIGN(selection.source, read_source(arguments.source));
   }
+  return selection;
+}
+
+// One kernel timed, with the copy ceiling its rate is compared with.
+struct BenchLine {
+  const kernels::KernelDefinition* kernel = nullptr;
+  kernels::Problem problem;
+  std::string problem_text;
+  forge::BenchRow row;
+  forge::CopyCeiling ceiling;
+};
+
+struct BenchRates {
+  std::pair<double, std::string> tuned;     // the kernel's own unit (GB/s, G keys/s, TFLOP/s)
+  std::pair<double, std::string> fallback;  // of the default schedule
+  double fraction_of_copy = 0;              // bytes per second of the faster, over the copy's
+};
+
+BenchRates rates_of(const BenchLine& line) {
+  const forge::BenchRow& row = line.row;
+  const double best_ns = row.tuned ? row.tuned->median_ns : row.default_timing.median_ns;
+  const double ceiling_rate = static_cast<double>(line.ceiling.bytes) / line.ceiling.median_ns;
+  const double bytes_rate = static_cast<double>(line.kernel->work(line.problem).bytes) / best_ns;
+  return {forge::throughput(*line.kernel, line.problem, row.tuned ? row.tuned->median_ns : 0),
+          forge::throughput(*line.kernel, line.problem, row.default_timing.median_ns),
+          bytes_rate / ceiling_rate};
+}
+
+nlohmann::json bench_line_json(const BenchLine& line, bool with_passes) {
+  const forge::BenchRow& row = line.row;
+  const BenchRates rates = rates_of(line);
+  const kernels::WorkAmount work = line.kernel->work(line.problem);
+  nlohmann::json json = {
+      {"kernel", line.kernel->id()},
+      {"problem", line.problem_text},
+      {"bytes_moved", work.bytes},
+      {"flops", work.flops},
+      {"unit", rates.tuned.second},
+      {"default_schedule", row.default_schedule.to_string()},
+      {"default_median_ns", row.default_timing.median_ns},
+      {"default_rate", rates.fallback.first},
+      {"copy_ceiling_gbps", static_cast<double>(line.ceiling.bytes) / line.ceiling.median_ns},
+      {"copy_ceiling_kernel", line.ceiling.description},
+      {"fraction_of_copy_ceiling", rates.fraction_of_copy},
+      {"timing_source", timing_source_name(row.default_timing.source)}};
+  if (row.tuned) {
+    json["tuned_schedule"] = row.tuned_schedule->to_string();
+    json["tuned_source"] = row.given_source ? "given source" : (row.given ? "given" : "cache");
+    json["tuned_median_ns"] = row.tuned->median_ns;
+    json["tuned_rate"] = rates.tuned.first;
+    json["speedup_over_default"] = row.default_timing.median_ns / row.tuned->median_ns;
+  }
+  if (with_passes) {
+    json["passes_schedule"] = passes_schedule(row);
+    json["passes"] = passes_json(row.passes);
+  }
+  return json;
+}
+
+void print_bench_line(const BenchLine& line, const BenchArguments& arguments) {
+  const forge::BenchRow& row = line.row;
+  const BenchRates rates = rates_of(line);
+  char gain[16] = "-";
+  char tuned_text[32] = "(not tuned)";
+  if (row.tuned) {
+    std::snprintf(gain, sizeof gain, "%.2fx", row.default_timing.median_ns / row.tuned->median_ns);
+    std::snprintf(tuned_text, sizeof tuned_text, "%.1f %s", rates.tuned.first,
+                  rates.tuned.second.c_str());
+  }
+  char default_text[32];
+  std::snprintf(default_text, sizeof default_text, "%.1f %s", rates.fallback.first,
+                rates.fallback.second.c_str());
+  std::printf("%-21s %-22s %11s %13s %11s %13s %8.0f%% %7s\n",
+              std::string(line.kernel->id()).c_str(), line.problem_text.c_str(),
+              row.tuned ? format_time(row.tuned->median_ns).c_str() : "-", tuned_text,
+              format_time(row.default_timing.median_ns).c_str(), default_text,
+              100 * rates.fraction_of_copy, gain);
+  if (row.given_source) {
+    std::printf("  timed as tuned: %s (uncertified) with the plan of %s\n",
+                arguments.source.c_str(), row.tuned_schedule->to_string().c_str());
+  } else if (row.given) {
+    std::printf("  timed as tuned: the given %s\n", row.tuned_schedule->to_string().c_str());
+  }
+  if (arguments.passes) print_passes(row.passes, passes_schedule(row));
+}
+
+void print_bench_header(const gpu::AdapterInfo& adapter) {
+  std::printf("adapter %s (%s %s), topology %s\n", adapter.identity.name.c_str(),
+              adapter.identity.driver.c_str(), adapter.identity.driver_info.c_str(),
+              adapter.topology_hash.substr(0, 16).c_str());
+  std::printf("%-21s %-22s %11s %13s %11s %13s %9s %7s\n", "kernel", "problem", "tuned",
+              "tuned rate", "default", "default rate", "of copy", "gain");
+}
+
+void print_bench_json(const gpu::AdapterInfo& adapter, const nlohmann::json& rows) {
+  std::cout << nlohmann::json{{"adapter", adapter.identity.name},
+                              {"driver", adapter.identity.driver_info},
+                              {"topology_hash", adapter.topology_hash},
+                              {"library_blake3", adapter.library_blake3},
+                              {"kernels", rows}}
+                   .dump(2)
+            << "\n";
+}
+
+int run_bench(const GlobalOptions& options, const BenchArguments& arguments) {
+  Result<BenchSelection> selection = select_bench(arguments);
+  if (!selection) return report_error(selection.error());
   Result<ManifestCache> cache = open_cache(options);
   if (!cache) return report_error(cache.error());
   Result<OpenDevice> device = open_device(options);
   if (!device) return report_error(device.error());
-  if (given) {
-    Status legal =
-        selected.front()->check_schedule(*given, forge::capabilities_of((*device)->adapter()));
+  const gpu::AdapterInfo& adapter = (*device)->adapter();
+  if (selection->schedule) {
+    Status legal = selection->kernels.front()->check_schedule(*selection->schedule,
+                                                              forge::capabilities_of(adapter));
     if (!legal) return report_error(legal.error());
   }
-  const bool cpu = (*device)->adapter().identity.device_type == "Cpu";
-  gpu::TimingOptions timing;
-  timing.samples = arguments.samples;
-  std::map<std::uint64_t, forge::CopyCeiling> ceilings;
-  nlohmann::json rows = nlohmann::json::array();
   // Every kernel's problem is checked before anything is printed or allocated.
   std::vector<kernels::Problem> problems;
-  for (const kernels::KernelDefinition* kernel : selected) {
-    Result<kernels::Problem> problem = kernel->tuning_problem(cpu);
+  for (const kernels::KernelDefinition* kernel : selection->kernels) {
+    Result<kernels::Problem> problem =
+        kernel->tuning_problem(adapter.identity.device_type == "Cpu");
     if (arguments.size != 0) problem = checked_problem_of_size(**device, *kernel, arguments.size);
     if (!problem) return report_error(problem.error());
     problems.push_back(*problem);
   }
-  if (!arguments.json) {
-    const gpu::AdapterInfo& adapter = (*device)->adapter();
-    std::printf("adapter %s (%s %s), topology %s\n", adapter.identity.name.c_str(),
-                adapter.identity.driver.c_str(), adapter.identity.driver_info.c_str(),
-                adapter.topology_hash.substr(0, 16).c_str());
-    std::printf("%-21s %-22s %11s %13s %11s %13s %9s %7s\n", "kernel", "problem", "tuned",
-                "tuned rate", "default", "default rate", "of copy", "gain");
-  }
-  for (std::size_t i = 0; i < selected.size(); ++i) {
-    const kernels::KernelDefinition* kernel = selected[i];
-    kernels::Problem problem = problems[i];
-    std::string problem_text = problem.to_string();
-    if (arguments.bins != 0 && kernel->id() == "histogram_u32") {
-      problem.bins = arguments.bins;
-      problem_text += " bins=" + std::to_string(arguments.bins);
+  if (!arguments.json) print_bench_header(adapter);
+  gpu::TimingOptions timing;
+  timing.samples = arguments.samples;
+  std::map<std::uint64_t, forge::CopyCeiling> ceilings;
+  nlohmann::json rows = nlohmann::json::array();
+  for (std::size_t i = 0; i < selection->kernels.size(); ++i) {
+    BenchLine line{selection->kernels[i], problems[i], problems[i].to_string(), {}, {}};
+    if (arguments.bins != 0 && line.kernel->id() == "histogram_u32") {
+      line.problem.bins = arguments.bins;
+      line.problem_text += " bins=" + std::to_string(arguments.bins);
     }
-    Result<forge::BenchRow> row = forge::bench_kernel(**device, *cache, *kernel, problem, timing,
-                                                      arguments.passes, given, given_source);
+    Result<forge::BenchRow> row =
+        forge::bench_kernel(**device, *cache, *line.kernel, line.problem, timing, arguments.passes,
+                            selection->schedule, selection->source);
     if (!row) {
       const int exit_code = report_error(row.error());
       // WGSL that a user wrote and that does not compile is bad input, not a machine failure.
-      return given_source && row.error().kind() == ErrorKind::kCompilation ? kExitBadInput
-                                                                           : exit_code;
+      return selection->source && row.error().kind() == ErrorKind::kCompilation ? kExitBadInput
+                                                                                : exit_code;
     }
-    const kernels::WorkAmount work = kernel->work(problem);
-    if (!ceilings.count(work.bytes)) {
-      Result<forge::CopyCeiling> ceiling =
-          forge::measure_copy_ceiling(**device, work.bytes, timing);
+    line.row = std::move(row).value();
+    const std::uint64_t bytes = line.kernel->work(line.problem).bytes;
+    if (!ceilings.count(bytes)) {
+      Result<forge::CopyCeiling> ceiling = forge::measure_copy_ceiling(**device, bytes, timing);
       if (!ceiling) return report_error(ceiling.error());
-      ceilings[work.bytes] = *ceiling;
+      ceilings[bytes] = *ceiling;
     }
-    const forge::CopyCeiling& ceiling = ceilings[work.bytes];
-    const double ceiling_rate = static_cast<double>(ceiling.bytes) / ceiling.median_ns;
-    const double best_ns = row->tuned ? row->tuned->median_ns : row->default_timing.median_ns;
-    auto [tuned_rate, unit] =
-        forge::throughput(*kernel, problem, row->tuned ? row->tuned->median_ns : 0);
-    auto [default_rate, default_unit] =
-        forge::throughput(*kernel, problem, row->default_timing.median_ns);
-    const double bytes_rate = static_cast<double>(work.bytes) / best_ns;
-    const double fraction = bytes_rate / ceiling_rate;
-    nlohmann::json json = {{"kernel", kernel->id()},
-                           {"problem", problem_text},
-                           {"bytes_moved", work.bytes},
-                           {"flops", work.flops},
-                           {"unit", unit},
-                           {"default_schedule", row->default_schedule.to_string()},
-                           {"default_median_ns", row->default_timing.median_ns},
-                           {"default_rate", default_rate},
-                           {"copy_ceiling_gbps", ceiling_rate},
-                           {"copy_ceiling_kernel", ceiling.description},
-                           {"fraction_of_copy_ceiling", fraction},
-                           {"timing_source", timing_source_name(row->default_timing.source)}};
-    if (row->tuned) {
-      json["tuned_schedule"] = row->tuned_schedule->to_string();
-      json["tuned_source"] = row->given_source ? "given source" : (row->given ? "given" : "cache");
-      json["tuned_median_ns"] = row->tuned->median_ns;
-      json["tuned_rate"] = tuned_rate;
-      json["speedup_over_default"] = row->default_timing.median_ns / row->tuned->median_ns;
-    }
-    if (arguments.passes) {
-      json["passes_schedule"] = passes_schedule(*row);
-      json["passes"] = passes_json(row->passes);
-    }
-    rows.push_back(json);
-    if (!arguments.json) {
-      char gain[16] = "-";
-      if (row->tuned)
-        std::snprintf(gain, sizeof gain, "%.2fx",
-                      row->default_timing.median_ns / row->tuned->median_ns);
-      char tuned_text[32] = "(not tuned)";
-      if (row->tuned)
-        std::snprintf(tuned_text, sizeof tuned_text, "%.1f %s", tuned_rate, unit.c_str());
-      char default_text[32];
-      std::snprintf(default_text, sizeof default_text, "%.1f %s", default_rate,
-                    default_unit.c_str());
-      std::printf("%-21s %-22s %11s %13s %11s %13s %8.0f%% %7s\n",
-                  std::string(kernel->id()).c_str(), problem_text.c_str(),
-                  row->tuned ? format_time(row->tuned->median_ns).c_str() : "-", tuned_text,
-                  format_time(row->default_timing.median_ns).c_str(), default_text, 100 * fraction,
-                  gain);
-      if (row->given_source) {
-        std::printf("  timed as tuned: %s (uncertified) with the plan of %s\n",
-                    arguments.source.c_str(), row->tuned_schedule->to_string().c_str());
-      } else if (row->given) {
-        std::printf("  timed as tuned: the given %s\n", row->tuned_schedule->to_string().c_str());
-      }
-      if (arguments.passes) {
-        print_passes(row->passes, passes_schedule(*row));
-      }
-    }
+    line.ceiling = ceilings[bytes];
+    rows.push_back(bench_line_json(line, arguments.passes));
+    if (!arguments.json) print_bench_line(line, arguments);
   }
   if (arguments.json) {
-    std::cout << nlohmann::json{{"adapter", (*device)->adapter().identity.name},
-                                {"driver", (*device)->adapter().identity.driver_info},
-                                {"topology_hash", (*device)->adapter().topology_hash},
-                                {"library_blake3", (*device)->adapter().library_blake3},
-                                {"kernels", rows}}
-                     .dump(2)
-              << "\n";
-  } else {
-    for (const auto& [bytes, ceiling] : ceilings) {
-      std::printf(
-          "copy ceiling for %llu bytes: %.1f GB/s (%s)\n", static_cast<unsigned long long>(bytes),
-          static_cast<double>(ceiling.bytes) / ceiling.median_ns, ceiling.description.c_str());
-    }
+    print_bench_json(adapter, rows);
+    return kExitOk;
+  }
+  for (const auto& [bytes, ceiling] : ceilings) {
+    std::printf(
+        "copy ceiling for %llu bytes: %.1f GB/s (%s)\n", static_cast<unsigned long long>(bytes),
+        static_cast<double>(ceiling.bytes) / ceiling.median_ns, ceiling.description.c_str());
   }
   return kExitOk;
 }
 
 }  // namespace
 
-void add_forge_commands(CLI::App& app, const GlobalOptions& options, std::function<int()>& run) {
+namespace {
+
+void add_certify(CLI::App& app, const GlobalOptions& options, std::function<int()>& run) {
   auto certify_arguments = std::make_shared<CertifyArguments>();
   CLI::App* certify = app.add_subcommand(
       "certify", "Run a kernel against its CPU oracle on the adapter; store the evidence");
@@ -610,7 +651,9 @@ void add_forge_commands(CLI::App& app, const GlobalOptions& options, std::functi
   certify->callback([&run, &options, certify_arguments] {
     run = [&options, certify_arguments] { return run_certify(options, *certify_arguments); };
   });
+}
 
+void add_tune(CLI::App& app, const GlobalOptions& options, std::function<int()>& run) {
   auto tune_arguments = std::make_shared<TuneArguments>();
   auto tune_kernel = std::make_shared<std::string>();
   CLI::App* tune = app.add_subcommand("tune", "Find the fastest certified schedule of a kernel");
@@ -637,7 +680,9 @@ void add_forge_commands(CLI::App& app, const GlobalOptions& options, std::functi
       return run_auto_tune(options, arguments, {*kernel});
     };
   });
+}
 
+void add_bench(CLI::App& app, const GlobalOptions& options, std::function<int()>& run) {
   auto bench_arguments = std::make_shared<BenchArguments>();
   CLI::App* bench = app.add_subcommand(
       "bench", "Time tuned and default schedules against the adapter's copy ceiling");
@@ -664,7 +709,9 @@ void add_forge_commands(CLI::App& app, const GlobalOptions& options, std::functi
   bench->callback([&run, &options, bench_arguments] {
     run = [&options, bench_arguments] { return run_bench(options, *bench_arguments); };
   });
+}
 
+void add_auto_tune_all(CLI::App& app, const GlobalOptions& options, std::function<int()>& run) {
   auto all_arguments = std::make_shared<TuneArguments>();
   CLI::App* all = app.add_subcommand("auto-tune-all",
                                      "Tune every builtin kernel not yet tuned for this adapter");
@@ -689,6 +736,15 @@ void add_forge_commands(CLI::App& app, const GlobalOptions& options, std::functi
       return run_auto_tune(options, *all_arguments, only);
     };
   });
+}
+
+}  // namespace
+
+void add_forge_commands(CLI::App& app, const GlobalOptions& options, std::function<int()>& run) {
+  add_certify(app, options, run);
+  add_tune(app, options, run);
+  add_bench(app, options, run);
+  add_auto_tune_all(app, options, run);
 }
 
 }  // namespace wgsl_forge::cli

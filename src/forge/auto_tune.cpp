@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "util/try.hpp"
 #include "wgsl_forge/forge.hpp"
 
 namespace wgsl_forge::forge {
@@ -42,10 +43,9 @@ Result<std::filesystem::path> store_certification_evidence(const ManifestCache& 
   Result<std::filesystem::path> stored = cache.store_certification(manifest);
   if (stored || stored.error().kind() != ErrorKind::kCollision || !manifest.cache_key)
     return stored;
-  Result<std::optional<CertificationManifest>> earlier =
-      cache.load_certification(*manifest.cache_key);
-  if (!earlier) return std::move(earlier).error();
-  if (!earlier->has_value() || (*earlier)->verdict != manifest.verdict) return stored;
+  WF_TRY_ASSIGN(std::optional<CertificationManifest> earlier,
+                cache.load_certification(*manifest.cache_key));
+  if (!earlier.has_value() || earlier->verdict != manifest.verdict) return stored;
   return cache.path_for(ManifestKind::kCertification, *manifest.cache_key);
 }
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "util/try.hpp"
 #include "wgsl_forge/forge.hpp"
 
 namespace wgsl_forge::forge {
@@ -36,10 +37,9 @@ Result<std::vector<PassTime>> time_passes(gpu::Device& device, const BoundPlan& 
   std::vector<PassTime> passes;
   double before = 0;
   for (std::size_t count = 1; count <= steps.size(); ++count) {
-    Result<gpu::TimedRun> timed = device.time(std::span(steps.data(), count), timing);
-    if (!timed) return std::move(timed).error();
+    WF_TRY_ASSIGN(gpu::TimedRun timed, device.time(std::span(steps.data(), count), timing));
     const kernels::PassPlan& pass = bound.plan().passes[count - 1];
-    const double cumulative = timed->summary.median_ns;
+    const double cumulative = timed.summary.median_ns;
     passes.push_back(
         {pass.entry_point, pass.workgroups, std::max(0.0, cumulative - before), cumulative});
     before = cumulative;
@@ -52,50 +52,45 @@ Result<std::vector<PassTime>> time_passes(gpu::Device& device, const BoundPlan& 
 Result<CopyCeiling> measure_copy_ceiling(gpu::Device& device, std::uint64_t bytes,
                                          const gpu::TimingOptions& timing) {
   const std::uint64_t vectors = std::max<std::uint64_t>(1, bytes / 2 / 16);
-  Result<gpu::Buffer> x = device.create_buffer(vectors * 16, gpu::BufferUsage::kStorage, "copy x");
-  if (!x) return std::move(x).error();
-  Result<gpu::Buffer> y = device.create_buffer(vectors * 16, gpu::BufferUsage::kStorage, "copy y");
-  if (!y) return std::move(y).error();
-  Result<gpu::Buffer> params = device.create_buffer(16, gpu::BufferUsage::kUniform, "copy params");
-  if (!params) return std::move(params).error();
+  WF_TRY_ASSIGN(gpu::Buffer x,
+                device.create_buffer(vectors * 16, gpu::BufferUsage::kStorage, "copy x"));
+  WF_TRY_ASSIGN(gpu::Buffer y,
+                device.create_buffer(vectors * 16, gpu::BufferUsage::kStorage, "copy y"));
+  WF_TRY_ASSIGN(gpu::Buffer params,
+                device.create_buffer(16, gpu::BufferUsage::kUniform, "copy params"));
   std::vector<KernelBinding> bindings = {{0, 0, BindingKind::kUniform, "params"},
                                          {0, 1, BindingKind::kStorageRead, "x"},
                                          {0, 2, BindingKind::kStorageReadWrite, "y"}};
   CopyCeiling best;
   for (std::uint32_t workgroup_size : {128u, 256u}) {
-    Result<gpu::ComputePipeline> pipeline =
-        device.create_compute_pipeline(copy_wgsl(workgroup_size), "copy", bindings, "copy");
-    if (!pipeline) return std::move(pipeline).error();
+    WF_TRY_ASSIGN(
+        gpu::ComputePipeline pipeline,
+        device.create_compute_pipeline(copy_wgsl(workgroup_size), "copy", bindings, "copy"));
     for (std::uint64_t cap : {4096ull, 8192ull, 16384ull, 65535ull}) {
       const std::uint64_t workgroups =
           std::min<std::uint64_t>(cap, (vectors + workgroup_size - 1) / workgroup_size);
-      Result<gpu::WorkgroupGrid> grid = gpu::plan_workgroup_grid(
-          workgroups, device.adapter().limits.max_compute_workgroups_per_dimension);
-      if (!grid) return std::move(grid).error();
+      WF_TRY_ASSIGN(gpu::WorkgroupGrid grid,
+                    gpu::plan_workgroup_grid(
+                        workgroups, device.adapter().limits.max_compute_workgroups_per_dimension));
       const std::uint32_t words[4] = {static_cast<std::uint32_t>(vectors),
-                                      static_cast<std::uint32_t>(grid->count() * workgroup_size), 0,
+                                      static_cast<std::uint32_t>(grid.count() * workgroup_size), 0,
                                       0};
-      if (Status written = device.write_buffer(*params, 0, std::as_bytes(std::span(words)));
-          !written) {
-        return std::move(written).error();
-      }
+      WF_TRY(device.write_buffer(params, 0, std::as_bytes(std::span(words))));
       gpu::BufferBinding bound[3];
       bound[0].binding = 0;
-      bound[0].buffer = &*params;
+      bound[0].buffer = &params;
       bound[1].binding = 1;
-      bound[1].buffer = &*x;
+      bound[1].buffer = &x;
       bound[2].binding = 2;
-      bound[2].buffer = &*y;
-      Result<gpu::BindGroup> group = device.create_bind_group(*pipeline, bound);
-      if (!group) return std::move(group).error();
-      gpu::DispatchStep step{&*pipeline, &*group, *grid};
-      Result<gpu::TimedRun> timed = device.time(std::span(&step, 1), timing);
-      if (!timed) return std::move(timed).error();
-      if (best.median_ns == 0 || timed->summary.median_ns < best.median_ns) {
-        best.median_ns = timed->summary.median_ns;
+      bound[2].buffer = &y;
+      WF_TRY_ASSIGN(gpu::BindGroup group, device.create_bind_group(pipeline, bound));
+      gpu::DispatchStep step{&pipeline, &group, grid};
+      WF_TRY_ASSIGN(gpu::TimedRun timed, device.time(std::span(&step, 1), timing));
+      if (best.median_ns == 0 || timed.summary.median_ns < best.median_ns) {
+        best.median_ns = timed.summary.median_ns;
         best.bytes = vectors * 16 * 2;
         best.description = "vec4 copy, workgroup " + std::to_string(workgroup_size) + ", " +
-                           std::to_string(grid->count()) + " workgroups";
+                           std::to_string(grid.count()) + " workgroups";
       }
     }
   }
@@ -110,23 +105,19 @@ Result<BenchRow> bench_kernel(gpu::Device& device, const ManifestCache& cache,
   BenchRow row;
   row.kernel_id = std::string(kernel.id());
   row.problem = problem;
-  if (Status fits = check_problem_fits(device, kernel, problem); !fits)
-    return std::move(fits).error();
+  WF_TRY(check_problem_fits(device, kernel, problem));
   const kernels::DeviceCapabilities capabilities = capabilities_of(device.adapter());
-  Result<std::optional<TuningManifest>> tuned =
-      cache.load_tuning_for_topology(device.adapter().topology_hash, kernel.id());
-  if (!tuned) return std::move(tuned).error();
+  WF_TRY_ASSIGN(std::optional<TuningManifest> tuned,
+                cache.load_tuning_for_topology(device.adapter().topology_hash, kernel.id()));
   std::vector<std::pair<std::string, Schedule>> schedules = {
       {"default", kernel.default_schedule()}};
   if (given) {
-    if (Status legal = kernel.check_schedule(*given, capabilities); !legal) {
-      return std::move(legal).error();
-    }
+    WF_TRY(kernel.check_schedule(*given, capabilities));
     schedules.insert(schedules.begin(), {"tuned", *given});
     row.given = true;
     row.given_source = given_source.has_value();
-  } else if (tuned->has_value() && !find_unusable_tuning(kernel, **tuned, &capabilities)) {
-    schedules.insert(schedules.begin(), {"tuned", (*tuned)->result.winner.schedule});
+  } else if (tuned.has_value() && !find_unusable_tuning(kernel, *tuned, &capabilities)) {
+    schedules.insert(schedules.begin(), {"tuned", tuned->result.winner.schedule});
   }
   const std::vector<kernels::CaseSpec> specs = kernel.certification_cases();
   // The values of a certification case, bound to `problem` as given (as the tuner does): the
@@ -135,30 +126,23 @@ Result<BenchRow> bench_kernel(gpu::Device& device, const ManifestCache& cache,
   const kernels::CaseInputs inputs =
       kernel.make_inputs({"bench", problem, specs.front().value_profile}, 0x5eed);
   for (const auto& [label, schedule] : schedules) {
-    Result<GeneratedKernel> generated =
-        kernels::generate_builtin(kernel, schedule, TargetBackend::kWgsl, capabilities);
-    if (!generated) return std::move(generated).error();
-    if (label == "tuned" && given_source) generated->source = *given_source;
-    Result<PreparedKernel> prepared = PreparedKernel::prepare(device, kernel, *generated);
-    if (!prepared) return std::move(prepared).error();
-    Result<std::unique_ptr<BoundPlan>> bound = prepared->bind(problem);
-    if (!bound) return std::move(bound).error();
-    if (Status loaded = prepared->load_inputs(**bound, inputs.buffers); !loaded) {
-      return std::move(loaded).error();
-    }
-    Result<gpu::TimedRun> timed = device.time((*bound)->steps(), timing);
-    if (!timed) return std::move(timed).error();
+    WF_TRY_ASSIGN(GeneratedKernel generated,
+                  kernels::generate_builtin(kernel, schedule, TargetBackend::kWgsl, capabilities));
+    if (label == "tuned" && given_source) generated.source = *given_source;
+    WF_TRY_ASSIGN(PreparedKernel prepared, PreparedKernel::prepare(device, kernel, generated));
+    WF_TRY_ASSIGN(std::unique_ptr<BoundPlan> bound, prepared.bind(problem));
+    WF_TRY(prepared.load_inputs(*bound, inputs.buffers));
+    WF_TRY_ASSIGN(gpu::TimedRun timed, device.time(bound->steps(), timing));
     if (pass_times && row.passes.empty()) {
-      Result<std::vector<PassTime>> passes = time_passes(device, **bound, timing);
-      if (!passes) return std::move(passes).error();
-      row.passes = std::move(passes).value();
+      WF_TRY_ASSIGN(std::vector<PassTime> passes, time_passes(device, *bound, timing));
+      row.passes = std::move(passes);
     }
     if (label == "tuned") {
       row.tuned_schedule = schedule;
-      row.tuned = timed->summary;
+      row.tuned = timed.summary;
     } else {
       row.default_schedule = schedule;
-      row.default_timing = timed->summary;
+      row.default_timing = timed.summary;
     }
   }
   return row;

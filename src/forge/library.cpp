@@ -1,5 +1,6 @@
 // The start-up entry point: tuned kernels for this adapter, or the default schedule (said so).
 
+#include "util/try.hpp"
 #include "wgsl_forge/forge.hpp"
 
 namespace wgsl_forge::forge {
@@ -29,8 +30,7 @@ ScheduleChoice choose_schedule(const kernels::KernelDefinition& kernel, const Ma
         kernel, "the cache entry cannot be used (" + cached.error().message() + ")");
   }
   if (!cached->has_value()) {
-    return default_schedule_because(
-        kernel, "not tuned for this adapter yet (run wgsl-forge auto-tune-all)");
+    return default_schedule_because(kernel, "not tuned for this adapter yet");
   }
   const TuningManifest& manifest = **cached;
   if (std::optional<UnusableTuning> unusable =
@@ -60,8 +60,7 @@ ScheduleChoice recertified(gpu::Device& device, const kernels::KernelDefinition&
   if (certification->verdict != Verdict::kCertified) {
     return default_schedule_because(
         kernel, "the tuned winner " + tuned.schedule.to_string() +
-                    " fails its quick re-certification: " + first_failure(*certification) +
-                    " (run wgsl-forge auto-tune-all --retune)");
+                    " fails its quick re-certification: " + first_failure(*certification));
   }
   tuned.origin +=
       "; re-certified on " + std::to_string(certification->cases.size()) + " quick cases";
@@ -77,41 +76,37 @@ Result<KernelLibrary::ChosenKernel> KernelLibrary::choose(const kernels::KernelD
   if (choice.tuned && options_.recertify_winners) {
     choice = recertified(*device_, kernel, std::move(choice));
   }
-  Result<GeneratedKernel> generated =
-      kernels::generate_builtin(kernel, choice.schedule, TargetBackend::kWgsl, capabilities);
-  if (!generated) return std::move(generated).error();
-  return ChosenKernel{&kernel, std::move(generated).value(), choice.tuned,
-                      std::move(choice.origin)};
+  WF_TRY_ASSIGN(
+      GeneratedKernel generated,
+      kernels::generate_builtin(kernel, choice.schedule, TargetBackend::kWgsl, capabilities));
+  return ChosenKernel{&kernel, std::move(generated), choice.tuned, std::move(choice.origin)};
 }
 
 Result<std::vector<KernelLibrary::ReadyKernel>> KernelLibrary::prepare(
     std::vector<ChosenKernel> chosen) {
   std::vector<KernelToPrepare> to_prepare;
   for (const ChosenKernel& one : chosen) to_prepare.push_back({one.definition, &one.generated});
-  Result<std::vector<PreparedKernel>> prepared = PreparedKernel::prepare_all(*device_, to_prepare);
-  if (!prepared) return std::move(prepared).error();
+  WF_TRY_ASSIGN(std::vector<PreparedKernel> prepared,
+                PreparedKernel::prepare_all(*device_, to_prepare));
   std::vector<ReadyKernel> ready;
   for (std::size_t i = 0; i < chosen.size(); ++i) {
-    ready.push_back(ReadyKernel{chosen[i].definition, std::move((*prepared)[i]), chosen[i].tuned,
+    ready.push_back(ReadyKernel{chosen[i].definition, std::move(prepared[i]), chosen[i].tuned,
                                 std::move(chosen[i].origin)});
   }
   return ready;
 }
 
 Result<KernelLibrary::ReadyKernel> KernelLibrary::load(std::string_view kernel_id) {
-  Result<std::vector<ReadyKernel>> ready = load(std::span(&kernel_id, 1));
-  if (!ready) return std::move(ready).error();
-  return std::move(ready->front());
+  WF_TRY_ASSIGN(std::vector<ReadyKernel> ready, load(std::span(&kernel_id, 1)));
+  return std::move(ready.front());
 }
 
 Result<KernelLibrary::ReadyKernel> KernelLibrary::load(const kernels::KernelDefinition& kernel) {
-  Result<ChosenKernel> chosen = choose(kernel);
-  if (!chosen) return std::move(chosen).error();
+  WF_TRY_ASSIGN(ChosenKernel chosen, choose(kernel));
   std::vector<ChosenKernel> one;
-  one.push_back(std::move(chosen).value());
-  Result<std::vector<ReadyKernel>> ready = prepare(std::move(one));
-  if (!ready) return std::move(ready).error();
-  return std::move(ready->front());
+  one.push_back(std::move(chosen));
+  WF_TRY_ASSIGN(std::vector<ReadyKernel> ready, prepare(std::move(one)));
+  return std::move(ready.front());
 }
 
 Result<std::vector<KernelLibrary::ReadyKernel>> KernelLibrary::load(
@@ -130,8 +125,7 @@ Result<std::vector<KernelLibrary::ReadyKernel>> KernelLibrary::load(
     }
     chosen.push_back(std::move(one).value());
   }
-  Result<std::vector<ReadyKernel>> ready = prepare(std::move(chosen));
-  if (!ready) return std::move(ready).error();
+  WF_TRY_ASSIGN(std::vector<ReadyKernel> ready, prepare(std::move(chosen)));
   if (stopped) return std::move(*stopped);
   return ready;
 }

@@ -2,6 +2,7 @@
 // (problem, buffers) and reuses that binding on every later call with the same arguments.
 
 #include "wgsl_forge/primitives.hpp"
+#include "util/try.hpp"
 
 #include <cstring>
 #include <list>
@@ -67,19 +68,17 @@ Primitives::~Primitives() = default;
 
 Result<Primitives::LoadedKernel*> Primitives::loaded(std::string_view kernel_id) {
   if (auto it = kernels_.find(kernel_id); it != kernels_.end()) return it->second.get();
-  Result<KernelLibrary::ReadyKernel> ready = library_.load(kernel_id);
-  if (!ready) return std::move(ready).error();
+  WF_TRY_ASSIGN(KernelLibrary::ReadyKernel ready, library_.load(kernel_id));
   auto kernel = std::make_unique<LoadedKernel>();
-  kernel->ready = std::move(ready).value();
+  kernel->ready = std::move(ready);
   LoadedKernel* raw = kernel.get();
   kernels_.emplace(std::string(kernel_id), std::move(kernel));
   return raw;
 }
 
 Result<std::string> Primitives::load(std::string_view kernel_id) {
-  Result<LoadedKernel*> kernel = loaded(kernel_id);
-  if (!kernel) return std::move(kernel).error();
-  return (*kernel)->ready.origin;
+  WF_TRY_ASSIGN(LoadedKernel * kernel, loaded(kernel_id));
+  return kernel->ready.origin;
 }
 
 Status Primitives::load_all() {
@@ -88,9 +87,8 @@ Status Primitives::load_all() {
     if (!kernels_.contains(kernel->id())) not_loaded.push_back(kernel->id());
   }
   if (not_loaded.empty()) return Ok{};
-  Result<std::vector<KernelLibrary::ReadyKernel>> ready = library_.load(not_loaded);
-  if (!ready) return std::move(ready).error();
-  for (KernelLibrary::ReadyKernel& one : *ready) {
+  WF_TRY_ASSIGN(std::vector<KernelLibrary::ReadyKernel> ready, library_.load(not_loaded));
+  for (KernelLibrary::ReadyKernel& one : ready) {
     std::string kernel_id(one.definition->id());
     auto kernel = std::make_unique<LoadedKernel>();
     kernel->ready = std::move(one);
@@ -109,9 +107,8 @@ Result<std::string> Primitives::origin(std::string_view kernel_id) const {
 }
 
 Result<Batch> Primitives::begin_batch() {
-  Result<gpu::CommandEncoder> encoder = device_->create_command_encoder();
-  if (!encoder) return std::move(encoder).error();
-  return Batch(*device_, std::move(encoder).value());
+  WF_TRY_ASSIGN(gpu::CommandEncoder encoder, device_->create_command_encoder());
+  return Batch(*device_, std::move(encoder));
 }
 
 Batch Primitives::record_into(void* wgpu_command_encoder) {
@@ -128,40 +125,34 @@ Result<std::shared_ptr<const BoundPlan>> Primitives::bound(LoadedKernel& kernel,
       return kernel.plans.front().second;
     }
   }
-  Result<std::unique_ptr<BoundPlan>> fresh =
-      kernel.ready.prepared.bind(problem, buffers, &kernel.scratch);
-  if (!fresh) return std::move(fresh).error();
-  kernel.plans.emplace_front(key, std::shared_ptr<const BoundPlan>(std::move(fresh).value()));
+  WF_TRY_ASSIGN(std::unique_ptr<BoundPlan> fresh,
+                kernel.ready.prepared.bind(problem, buffers, &kernel.scratch));
+  kernel.plans.emplace_front(key, std::shared_ptr<const BoundPlan>(std::move(fresh)));
   if (kernel.plans.size() > kBoundPlansPerKernel) kernel.plans.pop_back();
   return kernel.plans.front().second;
 }
 
 Status Primitives::dispatch(std::string_view kernel_id, const kernels::Problem& problem,
                             const Buffers& buffers, Batch* batch) {
-  Result<LoadedKernel*> kernel = loaded(kernel_id);
-  if (!kernel) return std::move(kernel).error();
-  Result<std::shared_ptr<const BoundPlan>> plan = bound(**kernel, problem, buffers);
-  if (!plan) return std::move(plan).error();
-  PreparedKernel& prepared = (*kernel)->ready.prepared;
-  if (batch == nullptr) return prepared.execute(**plan);
-  if (Status recorded = prepared.record(**plan, batch->encoder_); !recorded) return recorded;
-  batch->plans_.push_back(*plan);
+  WF_TRY_ASSIGN(LoadedKernel * kernel, loaded(kernel_id));
+  WF_TRY_ASSIGN(std::shared_ptr<const BoundPlan> plan, bound(*kernel, problem, buffers));
+  PreparedKernel& prepared = kernel->ready.prepared;
+  if (batch == nullptr) return prepared.execute(*plan);
+  WF_TRY(prepared.record(*plan, batch->encoder_));
+  batch->plans_.push_back(plan);
   return Ok{};
 }
 
 Result<std::uint32_t> Primitives::dispatch_and_read(std::string_view kernel_id,
                                                     const kernels::Problem& problem,
                                                     Buffers buffers, const std::string& name) {
-  Result<LoadedKernel*> kernel = loaded(kernel_id);
-  if (!kernel) return std::move(kernel).error();
-  Result<std::shared_ptr<const BoundPlan>> plan = bound(**kernel, problem, buffers);
-  if (!plan) return std::move(plan).error();
-  if (Status ran = (*kernel)->ready.prepared.execute(**plan); !ran) return std::move(ran).error();
-  Result<std::vector<std::byte>> word =
-      device_->read_buffer((*plan)->buffer(name), (*plan)->offset(name), 4);
-  if (!word) return std::move(word).error();
+  WF_TRY_ASSIGN(LoadedKernel * kernel, loaded(kernel_id));
+  WF_TRY_ASSIGN(std::shared_ptr<const BoundPlan> plan, bound(*kernel, problem, buffers));
+  WF_TRY(kernel->ready.prepared.execute(*plan));
+  WF_TRY_ASSIGN(std::vector<std::byte> word,
+                device_->read_buffer(plan->buffer(name), plan->offset(name), 4));
   std::uint32_t value = 0;
-  std::memcpy(&value, word->data(), 4);
+  std::memcpy(&value, word.data(), 4);
   return value;
 }
 
@@ -221,10 +212,10 @@ Result<std::uint64_t> Primitives::compact_f32(F32Column x, std::uint64_t n, floa
                                               F32Column out) {
   kernels::Problem problem = elements(n);
   problem.threshold = threshold;
-  Result<std::uint32_t> count =
-      dispatch_and_read("compact_f32", problem, {{"x", slice(x)}, {"y", slice(out)}}, "count");
-  if (!count) return std::move(count).error();
-  return std::uint64_t{*count};
+  WF_TRY_ASSIGN(
+      std::uint32_t count,
+      dispatch_and_read("compact_f32", problem, {{"x", slice(x)}, {"y", slice(out)}}, "count"));
+  return std::uint64_t{count};
 }
 
 Status Primitives::compact_f32(Batch& batch, F32Column x, std::uint64_t n, float threshold,
@@ -246,10 +237,9 @@ float as_float(std::uint32_t bits) {
 }  // namespace
 
 Result<float> Primitives::reduce_f32(std::string_view kernel_id, F32Column x, std::uint64_t n) {
-  Result<std::uint32_t> bits =
-      dispatch_and_read(kernel_id, elements(n), {{"x", slice(x)}}, "result");
-  if (!bits) return std::move(bits).error();
-  return as_float(*bits);
+  WF_TRY_ASSIGN(std::uint32_t bits,
+                dispatch_and_read(kernel_id, elements(n), {{"x", slice(x)}}, "result"));
+  return as_float(bits);
 }
 
 Result<float> Primitives::sum_f32(F32Column x, std::uint64_t n) {

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "util/try.hpp"
 #include "wgsl_forge/forge.hpp"
 
 namespace wgsl_forge::forge {
@@ -38,15 +39,14 @@ Error too_large(const kernels::KernelDefinition& kernel, const kernels::Problem&
 
 Status check_problem_fits(const gpu::Device& device, const kernels::KernelDefinition& kernel,
                           const kernels::Problem& problem) {
-  if (Status own = kernel.check_problem(problem); !own) return own;
+  WF_TRY(kernel.check_problem(problem));
   const kernels::DeviceCapabilities capabilities = capabilities_of(device.adapter());
   const std::vector<Schedule> space = kernel.schedule_space(capabilities);
   const Schedule schedule = space.empty() ? kernel.default_schedule() : space.front();
-  Result<kernels::DispatchPlan> plan = kernel.plan(schedule, problem, capabilities);
-  if (!plan) return std::move(plan).error();
+  WF_TRY_ASSIGN(kernels::DispatchPlan plan, kernel.plan(schedule, problem, capabilities));
   const gpu::AdapterLimits& limits = device.adapter().limits;
   std::uint64_t total = 0;
-  for (const kernels::BufferPlan& buffer : plan->buffers) {
+  for (const kernels::BufferPlan& buffer : plan.buffers) {
     const std::string named = "Buffer " + buffer.name + " (" + std::to_string(buffer.bytes) +
                               " bytes) exceeds the adapter's ";
     if (buffer.bytes > limits.max_buffer_size) {

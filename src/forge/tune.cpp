@@ -31,9 +31,10 @@ FailureStage stage_of(const Error& error) {
     case ErrorKind::kValidation:
     case ErrorKind::kInvalidInput:
       return FailureStage::kValidation;
+    case ErrorKind::kTimeout:
+      return FailureStage::kTimeout;
     default:
-      return error.message().find("Timed out") != std::string::npos ? FailureStage::kTimeout
-                                                                    : FailureStage::kExecution;
+      return FailureStage::kExecution;
   }
 }
 
@@ -127,9 +128,9 @@ void Tuner::report_outcome(const Schedule& schedule, const std::optional<Timed>&
 
 Status Tuner::device_alive() const {
   if (auto lost = device_.lost_reason()) {
-    return Error(ErrorKind::kRuntime, "The GPU device was lost while tuning " +
-                                          std::string(kernel_.id()) + " (" + *lost +
-                                          "); nothing measured on it is published.");
+    return Error(ErrorKind::kDeviceLost, "The GPU device was lost while tuning " +
+                                             std::string(kernel_.id()) + " (" + *lost +
+                                             "); nothing measured on it is published.");
   }
   return Ok{};
 }
@@ -139,7 +140,7 @@ Status Tuner::record_failure(const Schedule& schedule, const Error& error) {
   failures_.push_back({schedule, stage, error.to_string()});
   if (stage != FailureStage::kTimeout) return Ok{};
   if (Status idle = device_.wait_for_idle(options_.drain_timeout); !idle) {
-    return Error(ErrorKind::kRuntime,
+    return Error(ErrorKind::kTimeout,
                  "Schedule " + schedule.to_string() + " of " + std::string(kernel_.id()) +
                      " still occupies the GPU " + std::to_string(options_.drain_timeout.count()) +
                      " ms after its wait timed out; tuning stops and nothing is published.")

@@ -8,8 +8,6 @@ namespace wgsl_forge::forge {
 
 namespace {
 
-constexpr const char* kRetuneHint = " (run wgsl-forge auto-tune-all to tune it again)";
-
 // The winner's schedule against the kernel's knobs and, with a device, against its limits.
 Status check_winner_schedule(const kernels::KernelDefinition& kernel, const Schedule& schedule,
                              const kernels::DeviceCapabilities* device) {
@@ -24,16 +22,16 @@ std::optional<UnusableTuning> find_unusable_tuning(const kernels::KernelDefiniti
                                                    const kernels::DeviceCapabilities* device) {
   const std::string named = "The tuning of " + manifest.kernel_id + " ";
   if (manifest.kernel_revision != kernel.revision()) {
-    return UnusableTuning{EntryHealth::kStale,
-                          named + "is for revision " + std::to_string(manifest.kernel_revision) +
-                              "; the generator is now revision " +
-                              std::to_string(kernel.revision()) + "." + kRetuneHint};
+    return UnusableTuning{EntryHealth::kStale, named + "is for revision " +
+                                                   std::to_string(manifest.kernel_revision) +
+                                                   "; the generator is now revision " +
+                                                   std::to_string(kernel.revision()) + "."};
   }
   const Schedule& winner = manifest.result.winner.schedule;
   if (Status legal = check_winner_schedule(kernel, winner, device); !legal) {
-    return UnusableTuning{EntryHealth::kIllegalSchedule,
-                          named + "has a winner that is not a legal schedule: " +
-                              legal.error().message() + kRetuneHint};
+    return UnusableTuning{
+        EntryHealth::kIllegalSchedule,
+        named + "has a winner that is not a legal schedule: " + legal.error().message()};
   }
   // The WGSL that would run is regenerated from the winner; the entry must be about that code.
   const std::string regenerated = blake3_hex(kernel.generate_wgsl(winner));
@@ -41,7 +39,7 @@ std::optional<UnusableTuning> find_unusable_tuning(const kernels::KernelDefiniti
     return UnusableTuning{EntryHealth::kSourceMismatch,
                           named + "records source hash " + manifest.source_hash +
                               ", but its winner " + winner.to_string() + " generates " +
-                              regenerated + "." + kRetuneHint};
+                              regenerated + "."};
   }
   return std::nullopt;
 }

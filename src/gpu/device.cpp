@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "device_state.hpp"
+#include "util/try.hpp"
 #include "wgsl_forge/hash.hpp"
 
 namespace wgsl_forge::gpu {
@@ -234,7 +235,8 @@ Status request_device(DeviceState& state, const RuntimeOptions& options) {
   toggles.enabledToggles = kEnabledToggles;
 
   WGPUDeviceDescriptor descriptor{};
-  descriptor.nextInChain = &toggles.chain;
+  const bool any_toggle = toggles.disabledToggleCount + toggles.enabledToggleCount > 0;
+  descriptor.nextInChain = any_toggle ? &toggles.chain : nullptr;
   descriptor.label = to_view("wgsl-forge");
   descriptor.requiredFeatureCount = features.size();
   descriptor.requiredFeatures = features.data();
@@ -359,13 +361,11 @@ namespace {
 Result<std::shared_ptr<DeviceState>> state_on_library(
     const std::optional<std::filesystem::path>& library_path,
     std::chrono::milliseconds wait_timeout) {
-  Result<std::filesystem::path> path = resolve_webgpu_library(library_path);
-  if (!path) return std::move(path).error();
-  Result<std::shared_ptr<const WebGpuLibrary>> library = WebGpuLibrary::load(*path);
-  if (!library) return std::move(library).error();
+  WF_TRY_ASSIGN(std::filesystem::path path, resolve_webgpu_library(library_path));
+  WF_TRY_ASSIGN(std::shared_ptr<const WebGpuLibrary> library, WebGpuLibrary::load(path));
   auto state = std::make_shared<DeviceState>();
-  state->library = *library;
-  state->api = &(*library)->functions();
+  state->library = library;
+  state->api = &library->functions();
   state->wait_timeout = wait_timeout;
   return state;
 }
@@ -373,20 +373,18 @@ Result<std::shared_ptr<DeviceState>> state_on_library(
 }  // namespace
 
 Result<std::unique_ptr<Device>> Device::open(const RuntimeOptions& options) {
-  Result<std::shared_ptr<DeviceState>> created =
-      state_on_library(options.library_path, options.wait_timeout);
-  if (!created) return std::move(created).error();
-  std::shared_ptr<DeviceState> state = std::move(created).value();
+  WF_TRY_ASSIGN(std::shared_ptr<DeviceState> created,
+                state_on_library(options.library_path, options.wait_timeout));
+  std::shared_ptr<DeviceState> state = std::move(created);
   state->instance = state->api->CreateInstance(nullptr);
   if (state->instance == nullptr) {
     return Error(ErrorKind::kRuntime, "The WebGPU library " + state->library->path().string() +
                                           " could not create an instance.");
   }
-  Result<WGPUAdapter> adapter = request_adapter(*state, options);
-  if (!adapter) return std::move(adapter).error();
-  state->adapter = *adapter;
-  if (Status device = request_device(*state, options); !device) return std::move(device).error();
-  if (Status described = describe(*state); !described) return std::move(described).error();
+  WF_TRY_ASSIGN(WGPUAdapter adapter, request_adapter(*state, options));
+  state->adapter = adapter;
+  WF_TRY(request_device(*state, options));
+  WF_TRY(describe(*state));
   return std::unique_ptr<Device>(new Device(std::move(state)));
 }
 
@@ -399,10 +397,9 @@ Result<std::unique_ptr<Device>> Device::adopt(const ExternalDevice& external) {
     return Error(ErrorKind::kInvalidInput,
                  "The program's WebGPU " + std::string(missing) + " is null (adopting a device).");
   }
-  Result<std::shared_ptr<DeviceState>> created =
-      state_on_library(external.library_path, external.wait_timeout);
-  if (!created) return std::move(created).error();
-  std::shared_ptr<DeviceState> state = std::move(created).value();
+  WF_TRY_ASSIGN(std::shared_ptr<DeviceState> created,
+                state_on_library(external.library_path, external.wait_timeout));
+  std::shared_ptr<DeviceState> state = std::move(created);
   state->adopted = true;
   state->instance = static_cast<WGPUInstance>(external.instance);
   state->adapter = static_cast<WGPUAdapter>(external.adapter);
@@ -411,11 +408,10 @@ Result<std::unique_ptr<Device>> Device::adopt(const ExternalDevice& external) {
   state->api->AdapterAddRef(state->adapter);
   state->api->DeviceAddRef(state->device);
   state->queue = state->api->DeviceGetQueue(state->device);
-  if (Status described = describe(*state); !described) return std::move(described).error();
+  WF_TRY(describe(*state));
   state->gpu_timestamps = state->api->DeviceHasFeature(state->device, kFeatureTimestampQuery);
-  Result<std::string> topology = adapter_topology_hash(*state, external.bounds_checks);
-  if (!topology) return std::move(topology).error();
-  state->info.topology_hash = *topology;
+  WF_TRY_ASSIGN(std::string topology, adapter_topology_hash(*state, external.bounds_checks));
+  state->info.topology_hash = topology;
   // The toggles the key stands for; the program's device may run with others (for example
   // timestamp quantization), which changes timing precision, not which schedule is fastest.
   state->info.toggles =
@@ -447,9 +443,16 @@ Status Device::wait_for_idle(std::chrono::milliseconds timeout) {
 
 bool Device::has_unfinished_work() const { return state_->unfinished_work; }
 
-void Device::force_loss_for_testing(std::string_view message) {
+Status Device::force_loss_for_testing(std::string_view message) {
+  if (state_->api->DeviceForceLoss == nullptr) {
+    return Error(ErrorKind::kInvalidInput,
+                 "The WebGPU library " + state_->library->path().string() +
+                     " does not export wgpuDeviceForceLoss (a Dawn function), so a device loss "
+                     "cannot be simulated with it.");
+  }
   state_->api->DeviceForceLoss(state_->device, kDeviceLostReasonUnknown, to_view(message));
   state_->api->InstanceProcessEvents(state_->instance);
+  return Ok{};
 }
 
 std::optional<std::string> Device::lost_reason() const {

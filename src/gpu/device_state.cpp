@@ -1,4 +1,5 @@
 #include "device_state.hpp"
+#include "util/try.hpp"
 
 #include <thread>
 
@@ -30,8 +31,8 @@ DeviceState::~DeviceState() {
 Status DeviceState::check_alive() const {
   std::lock_guard lock(mutex);
   if (lost_reason) {
-    return Error(ErrorKind::kRuntime, "The GPU device is lost (" + *lost_reason +
-                                          "); nothing more can run on it. Open a new device.");
+    return Error(ErrorKind::kDeviceLost, "The GPU device is lost (" + *lost_reason +
+                                             "); nothing more can run on it. Open a new device.");
   }
   return Ok{};
 }
@@ -43,13 +44,11 @@ Status DeviceState::wait_until(const std::function<bool()>& done, std::string_vi
   while (true) {
     api->InstanceProcessEvents(instance);
     if (done()) return Ok{};
-    if (Status alive = check_alive(); !alive) {
-      return std::move(alive).error().with_context("waiting for " + std::string(what));
-    }
+    WF_TRY_CONTEXT(check_alive(), "waiting for " + std::string(what));
     Clock::time_point now = Clock::now();
     if (now >= deadline) {
       unfinished_work = true;
-      return Error(ErrorKind::kRuntime,
+      return Error(ErrorKind::kTimeout,
                    "Timed out after " + std::to_string(wait_timeout.count()) + " ms waiting for " +
                        std::string(what) +
                        " (the GPU did not answer; a kernel may run far too long or hang).");
@@ -104,9 +103,7 @@ void on_pop_error_scope(std::uint32_t status, std::uint32_t type, WGPUStringView
 }  // namespace
 
 Status DeviceState::capture_errors(std::string_view what, const std::function<void()>& operation) {
-  if (Status alive = check_alive(); !alive) {
-    return std::move(alive).error().with_context(std::string(what));
-  }
+  WF_TRY_CONTEXT(check_alive(), std::string(what));
   api->DevicePushErrorScope(device, kErrorFilterValidation);
   api->DevicePushErrorScope(device, kErrorFilterOutOfMemory);
   api->DevicePushErrorScope(device, kErrorFilterInternal);
@@ -167,8 +164,7 @@ Status DeviceState::wait_for_submitted_work(std::string_view what) {
       });
   if (!done) return std::move(done).error();
   if (done->status != kQueueWorkDoneStatusSuccess) {
-    if (Status alive = check_alive(); !alive)
-      return std::move(alive).error().with_context(std::string(what));
+    WF_TRY_CONTEXT(check_alive(), std::string(what));
     return Error(ErrorKind::kRuntime,
                  "The GPU did not finish " + std::string(what) + " (" + done->message + ").");
   }

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "device_state.hpp"
+#include "util/try.hpp"
 
 namespace wgsl_forge::gpu {
 
@@ -188,7 +189,7 @@ Result<std::vector<std::byte>> Device::read_buffer(const Buffer& buffer, std::ui
 Result<std::vector<std::byte>> DeviceState::read_back(const Buffer& buffer, std::uint64_t offset,
                                                       std::uint64_t size) {
   if (size == 0) {
-    if (Status alive = check_alive(); !alive) return std::move(alive).error();
+    WF_TRY(check_alive());
     return std::vector<std::byte>();
   }
   const std::uint64_t copied = round_up_to_word(size);
@@ -225,7 +226,7 @@ Result<std::vector<std::byte>> DeviceState::read_back(const Buffer& buffer, std:
       });
   if (!mapped) return std::move(mapped).error();
   if (mapped->status != kMapAsyncStatusSuccess) {
-    if (Status alive = check_alive(); !alive) return std::move(alive).error();
+    WF_TRY(check_alive());
     return Error(ErrorKind::kRuntime,
                  "Mapping a buffer for reading failed (" + mapped->message + ").");
   }
@@ -376,7 +377,7 @@ std::uint64_t gcd_all(std::span<const std::uint64_t> values) {
 }  // namespace
 
 Status Device::run(std::span<const DispatchStep> steps) {
-  if (Status valid = check_steps(steps); !valid) return valid;
+  WF_TRY(check_steps(steps));
   return state_->run_encoded("a dispatch of " + steps.front().pipeline->label(),
                              [&](WGPUCommandEncoder encoder) {
                                encode_steps(*state_->api, encoder, steps, 1, std::nullopt);
@@ -410,8 +411,8 @@ Status Device::encode(const CommandEncoder& encoder, std::span<const DispatchSte
   if (encoder.handle() == nullptr) {
     return Error(ErrorKind::kInvalidInput, "The command encoder is null.");
   }
-  if (Status valid = check_steps(steps); !valid) return valid;
-  if (Status alive = state_->check_alive(); !alive) return alive;
+  WF_TRY(check_steps(steps));
+  WF_TRY(state_->check_alive());
   encode_one_pass(*state_->api, static_cast<WGPUCommandEncoder>(encoder.handle()), steps);
   return Ok{};
 }
@@ -515,10 +516,9 @@ Result<std::vector<std::uint64_t>> DeviceState::timestamp_spans(std::span<const 
     api->CommandEncoderResolveQuerySet(encoder, query_set, 0, 2 * spans, resolved, 0);
   });
   if (!ran) return std::move(ran).error();
-  Result<std::vector<std::byte>> raw = read_back(resolved_owner, 0, bytes);
-  if (!raw) return std::move(raw).error();
+  WF_TRY_ASSIGN(std::vector<std::byte> raw, read_back(resolved_owner, 0, bytes));
   std::vector<std::uint64_t> stamps(2 * spans);
-  std::memcpy(stamps.data(), raw->data(), bytes);
+  std::memcpy(stamps.data(), raw.data(), bytes);
   std::vector<std::uint64_t> durations;
   for (std::uint32_t span = 0; span < spans; ++span) {
     std::uint64_t begin = stamps[2 * span];
@@ -550,7 +550,7 @@ Result<std::vector<std::uint64_t>> DeviceState::host_clock_spans(
       return std::move(encoded).error();
     }
     auto start = std::chrono::steady_clock::now();
-    if (Status done = submit_and_wait(commands, what); !done) return std::move(done).error();
+    WF_TRY(submit_and_wait(commands, what));
     auto elapsed = std::chrono::steady_clock::now() - start;
     durations.push_back(static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count()));
@@ -559,7 +559,7 @@ Result<std::vector<std::uint64_t>> DeviceState::host_clock_spans(
 }
 
 Result<TimedRun> Device::time(std::span<const DispatchStep> steps, const TimingOptions& options) {
-  if (Status valid = check_steps(steps); !valid) return std::move(valid).error();
+  WF_TRY(check_steps(steps));
   if (options.samples == 0) {
     return Error(ErrorKind::kInvalidInput, "Timing needs at least one sample (got 0).");
   }
@@ -569,7 +569,7 @@ Result<TimedRun> Device::time(std::span<const DispatchStep> steps, const TimingO
                : state_->host_clock_spans(steps, batch, spans);
   };
   for (std::uint32_t i = 0; i < options.warmup_runs; ++i) {
-    if (Status warm = run(steps); !warm) return std::move(warm).error();
+    WF_TRY(run(steps));
   }
   // Calibrate: how many executions make a sample last min_sample_duration.
   Result<std::vector<std::uint64_t>> calibration = measure(1, 3);
@@ -583,7 +583,7 @@ Result<TimedRun> Device::time(std::span<const DispatchStep> steps, const TimingO
         std::clamp<std::uint64_t>(20'000'000 / single, 1, std::max(1u, options.max_batch)));
     const auto warm_until = std::chrono::steady_clock::now() + options.warmup_duration;
     while (std::chrono::steady_clock::now() < warm_until) {
-      if (auto warm = measure(per_submission, 1); !warm) return std::move(warm).error();
+      WF_TRY(measure(per_submission, 1));
     }
     calibration = measure(1, 3);
     if (!calibration) return std::move(calibration).error();
@@ -594,20 +594,19 @@ Result<TimedRun> Device::time(std::span<const DispatchStep> steps, const TimingO
   const auto batch = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(
       (target + single - 1) / single, 1, std::max(1u, options.max_batch)));
 
-  Result<std::vector<std::uint64_t>> spans = measure(batch, options.samples);
-  if (!spans) return std::move(spans).error();
+  WF_TRY_ASSIGN(std::vector<std::uint64_t> spans, measure(batch, options.samples));
   std::vector<std::uint64_t> per_execution;
-  for (std::uint64_t span : *spans) per_execution.push_back((span + batch / 2) / batch);
+  for (std::uint64_t span : spans) per_execution.push_back((span + batch / 2) / batch);
 
   TimedRun timed;
   timed.executions_per_sample = batch;
   std::vector<std::uint64_t> all_spans = *calibration;
-  all_spans.insert(all_spans.end(), spans->begin(), spans->end());
+  all_spans.insert(all_spans.end(), spans.begin(), spans.end());
   timed.resolution_ns = gpu ? gcd_all(all_spans) : host_clock_resolution_ns();
-  Result<TimingSummary> summary = TimingSummary::from_samples(
-      gpu ? TimingSource::kGpuTimestamp : TimingSource::kHostClock, per_execution);
-  if (!summary) return std::move(summary).error();
-  timed.summary = *summary;
+  WF_TRY_ASSIGN(TimingSummary summary,
+                TimingSummary::from_samples(
+                    gpu ? TimingSource::kGpuTimestamp : TimingSource::kHostClock, per_execution));
+  timed.summary = summary;
   timed.samples_ns = std::move(per_execution);
   return timed;
 }

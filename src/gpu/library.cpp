@@ -9,6 +9,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "util/try.hpp"
 #include "wgsl_forge/gpu.hpp"
 #include "wgsl_forge/hash.hpp"
 
@@ -150,14 +151,18 @@ Result<std::shared_ptr<const WebGpuLibrary>> WebGpuLibrary::load(const fs::path&
     missing += std::string(missing.empty() ? "" : ", ") + "wgpu" #name;
   WGSL_FORGE_WEBGPU_FUNCTIONS(WGSL_FORGE_RESOLVE)
 #undef WGSL_FORGE_RESOLVE
+#define WGSL_FORGE_RESOLVE_OPTIONAL(name, result, ...) \
+  library->functions_.name =                           \
+      reinterpret_cast<decltype(library->functions_.name)>(::dlsym(handle, "wgpu" #name));
+  WGSL_FORGE_DAWN_FUNCTIONS(WGSL_FORGE_RESOLVE_OPTIONAL)
+#undef WGSL_FORGE_RESOLVE_OPTIONAL
   if (!missing.empty()) {
     return Error(ErrorKind::kRuntime, "The library " + canonical.string() +
                                           " does not export the webgpu.h functions " + missing +
                                           "; it is not a (recent enough) webgpu.h library.");
   }
-  Result<std::string> hash = hash_file(canonical);
-  if (!hash) return std::move(hash).error();
-  library->blake3_ = *hash;
+  WF_TRY_ASSIGN(std::string hash, hash_file(canonical));
+  library->blake3_ = hash;
   loaded.emplace(canonical, library);
   return std::shared_ptr<const WebGpuLibrary>(library);
 }

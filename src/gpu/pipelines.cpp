@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "device_state.hpp"
+#include "util/try.hpp"
 
 namespace wgsl_forge::gpu {
 
@@ -105,11 +106,10 @@ Result<ShaderModule> compile_shader_module(DeviceState& state, std::string_view 
     if (!created) return std::move(created).error();
     return Error(ErrorKind::kRuntime, "Dawn returned no shader module.").with_context(context);
   }
-  Result<CompileReply> compiled = compilation_messages(state, handle);
-  if (!compiled) return std::move(compiled).error().with_context(context);
-  if (!compiled->errors.empty()) {
+  WF_TRY_ASSIGN_CONTEXT(CompileReply compiled, compilation_messages(state, handle), context);
+  if (!compiled.errors.empty()) {
     std::string text = "WGSL of " + std::string(label) + " does not compile:";
-    for (const std::string& error : compiled->errors)
+    for (const std::string& error : compiled.errors)
       text += "\n" + std::string(label) + ":" + error;
     return Error(ErrorKind::kCompilation, text).with_context(context);
   }
@@ -260,14 +260,11 @@ Result<ComputePipeline> Device::create_compute_pipeline(std::string_view wgsl,
                                                         std::span<const KernelBinding> bindings,
                                                         std::string_view label) {
   const std::string context = "creating compute pipeline " + std::string(label);
-  if (Status in_group_zero = check_bind_group_zero(bindings, context); !in_group_zero) {
-    return std::move(in_group_zero).error();
-  }
-  Result<ShaderModule> module = compile_shader_module(*state_, wgsl, label, context);
-  if (!module) return std::move(module).error();
+  WF_TRY(check_bind_group_zero(bindings, context));
+  WF_TRY_ASSIGN(ShaderModule module, compile_shader_module(*state_, wgsl, label, context));
   ComputePipeline pipeline(state_, label, bindings);
   Status built = create_with_layout(
-      *state_, bindings, module->handle(), entry_point, label, context, pipeline.bind_group_layout_,
+      *state_, bindings, module.handle(), entry_point, label, context, pipeline.bind_group_layout_,
       [&](const WGPUComputePipelineDescriptor& d) {
         pipeline.pipeline_ = state_->api->DeviceCreateComputePipeline(state_->device, &d);
       });
@@ -317,11 +314,9 @@ Result<std::vector<ComputePipeline>> Device::create_compute_pipelines(
   }
   const std::string what =
       "Dawn to compile " + std::to_string(pending.size()) + " compute pipelines";
-  if (Status waited = state_->wait_until([&] { return pending.all_done(); }, what); !waited) {
-    return std::move(waited).error();
-  }
+  WF_TRY(state_->wait_until([&] { return pending.all_done(); }, what));
   // Dawn answers Success with an unusable pipeline once the device is lost.
-  if (Status alive = state_->check_alive(); !alive) return std::move(alive).error();
+  WF_TRY(state_->check_alive());
   for (std::size_t i = 0; i < pending.size(); ++i) {
     Result<WGPUComputePipeline> created = pending.take(i);
     if (!created) {

@@ -3,9 +3,9 @@
 // 2025 revision, as implemented by the Dawn build that setup installs) that wgsl-forge calls.
 // No header ships with that library, and we load it with dlopen, so every struct, enum value and
 // callback signature here must match the binary exactly: a mismatch fails silently (garbage or a
-// hang), which is why tests/gpu/webgpu_abi_test.cpp exercises each one against the real library.
+// hang), which is why the tests in tests/gpu/ use each one against the real library.
 //
-// Facts checked against bun-webgpu-linux-x64 0.1.7 (see ../shared/DESIGN.md):
+// Facts checked against bun-webgpu-linux-x64 0.1.7, the Dawn build scripts/setup.sh installs:
 //   - strings are WGPUStringView {data, length}; WGPU_STRLEN (SIZE_MAX) means NUL-terminated;
 //   - callbacks come in *CallbackInfo structs with mode, userdata1 and userdata2;
 //   - the queue-work-done callback takes (status, message, userdata1, userdata2);
@@ -433,7 +433,8 @@ struct WGPUQuerySetDescriptor {
   std::uint32_t count;
 };
 
-// The functions we call, resolved by name from the loaded library.
+// The functions of the standard webgpu.h we call, resolved by name from the loaded library: a
+// library that lacks any of them is refused when it is loaded.
 #define WGSL_FORGE_WEBGPU_FUNCTIONS(X)                                                             \
   X(CreateInstance, WGPUInstance, const void*)                                                     \
   X(InstanceAddRef, void, WGPUInstance)                                                            \
@@ -457,7 +458,6 @@ struct WGPUQuerySetDescriptor {
   X(DeviceGetQueue, WGPUQueue, WGPUDevice)                                                         \
   X(DevicePushErrorScope, void, WGPUDevice, std::uint32_t)                                         \
   X(DevicePopErrorScope, WGPUFuture, WGPUDevice, WGPUCallbackInfo<WGPUPopErrorScopeCallback>)      \
-  X(DeviceForceLoss, void, WGPUDevice, std::uint32_t, WGPUStringView)                              \
   X(DeviceCreateBuffer, WGPUBuffer, WGPUDevice, const WGPUBufferDescriptor*)                       \
   X(DeviceCreateShaderModule, WGPUShaderModule, WGPUDevice, const WGPUShaderModuleDescriptor*)     \
   X(DeviceCreateBindGroupLayout, WGPUBindGroupLayout, WGPUDevice,                                  \
@@ -515,15 +515,19 @@ struct WGPUQuerySetDescriptor {
   X(QuerySetRelease, void, WGPUQuerySet)                                                           \
   X(QuerySetDestroy, void, WGPUQuerySet)
 
+// Dawn's own functions, outside webgpu.h: resolved when the library has them and null otherwise,
+// so that another webgpu.h implementation loads; each use checks for null and says what is
+// missing. (Dawn's toggles are a chained struct, not a function: they are chained only when a
+// toggle is asked for.)
+#define WGSL_FORGE_DAWN_FUNCTIONS(X) \
+  X(DeviceForceLoss, void, WGPUDevice, std::uint32_t, WGPUStringView)
+
 // A table of function pointers, one member per function above (e.g. `CreateInstance`).
 struct WebGpuFunctions {
 #define WGSL_FORGE_DECLARE_MEMBER(name, result, ...) result (*name)(__VA_ARGS__) = nullptr;
   WGSL_FORGE_WEBGPU_FUNCTIONS(WGSL_FORGE_DECLARE_MEMBER)
+  WGSL_FORGE_DAWN_FUNCTIONS(WGSL_FORGE_DECLARE_MEMBER)
 #undef WGSL_FORGE_DECLARE_MEMBER
 };
-
-inline WGPUStringView string_view(const char* text, std::size_t length) {
-  return WGPUStringView{text, length};
-}
 
 }  // namespace wgsl_forge::gpu::abi

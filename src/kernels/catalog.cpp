@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "kernel_support.hpp"
+#include "util/try.hpp"
 #include "wgsl_forge/hash.hpp"
 
 namespace wgsl_forge::kernels {
@@ -155,7 +156,7 @@ Status KernelDefinition::check_knobs(const Schedule& schedule) const {
 
 Status KernelDefinition::check_schedule(const Schedule& schedule,
                                         const DeviceCapabilities& device) const {
-  if (Status knobs_legal = check_knobs(schedule); !knobs_legal) return knobs_legal;
+  WF_TRY(check_knobs(schedule));
   if (auto size = schedule.get("workgroup_size")) {
     if (*size > device.max_invocations_per_workgroup || *size > device.max_workgroup_size_x) {
       return knob_error(*this, schedule,
@@ -171,10 +172,8 @@ Status KernelDefinition::check_schedule(const Schedule& schedule,
                       "Knob use_subgroups (1) needs the subgroups feature, which the adapter "
                       "does not have.");
   }
-  if (Status resources = check_resources(schedule, device); !resources) {
-    return std::move(resources).error().with_context("checking schedule " + schedule.to_string() +
-                                                     " of " + std::string(id()));
-  }
+  WF_TRY_CONTEXT(check_resources(schedule, device),
+                 "checking schedule " + schedule.to_string() + " of " + std::string(id()));
   return Ok{};
 }
 
@@ -243,9 +242,7 @@ Result<GeneratedKernel> generate_builtin(const KernelDefinition& kernel, const S
   if (backend != TargetBackend::kWgsl) {
     return Error(ErrorKind::kInvalidInput, "Only the wgsl backend is supported.");
   }
-  if (Status legal = kernel.check_schedule(schedule, device); !legal) {
-    return std::move(legal).error();
-  }
+  WF_TRY(kernel.check_schedule(schedule, device));
   GeneratedKernel generated;
   generated.kernel_id = std::string(kernel.id());
   generated.kernel_revision = kernel.revision();

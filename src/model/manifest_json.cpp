@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "json_codec.hpp"
+#include "util/try.hpp"
 #include "wgsl_forge/hash.hpp"
 
 namespace wgsl_forge {
@@ -17,15 +18,13 @@ constexpr const char* kContentHashField = "content_hash";
 // BLAKE3 of the canonical bytes of `document` without its content_hash field.
 Result<std::string> content_hash_of(Json document, std::string_view what) {
   document.erase(kContentHashField);
-  Result<std::string> body = json_codec::dump_canonical(document, what);
-  if (!body) return std::move(body).error();
-  return blake3_hex(*body);
+  WF_TRY_ASSIGN(std::string body, json_codec::dump_canonical(document, what));
+  return blake3_hex(body);
 }
 
 Result<std::string> serialize_with_content_hash(Json document, const std::string& what) {
-  Result<std::string> hash = content_hash_of(document, what);
-  if (!hash) return std::move(hash).error();
-  document[kContentHashField] = *hash;
+  WF_TRY_ASSIGN(std::string hash, content_hash_of(document, what));
+  document[kContentHashField] = hash;
   return json_codec::dump_canonical(document, what);
 }
 
@@ -128,16 +127,14 @@ Status require_invariants(const Manifest& manifest, const char* kind) {
 template <typename Manifest>
 Result<Manifest> require_intact(Manifest manifest, const Json& document,
                                 const std::string& recorded_hash, std::string_view bytes) {
-  Result<std::string> actual_hash = content_hash_of(document, "a manifest");
-  if (!actual_hash) return std::move(actual_hash).error();
-  if (*actual_hash != recorded_hash) {
+  WF_TRY_ASSIGN(std::string actual_hash, content_hash_of(document, "a manifest"));
+  if (actual_hash != recorded_hash) {
     return Error(ErrorKind::kSerialization, "Field 'content_hash' (" + recorded_hash +
-                                                ") does not match the content (" + *actual_hash +
+                                                ") does not match the content (" + actual_hash +
                                                 "): the file was changed after it was written.");
   }
-  Result<std::string> rewritten = serialize_manifest(manifest);
-  if (!rewritten) return std::move(rewritten).error();
-  if (*rewritten != bytes) {
+  WF_TRY_ASSIGN(std::string rewritten, serialize_manifest(manifest));
+  if (rewritten != bytes) {
     return Error(ErrorKind::kSerialization,
                  "The manifest is valid JSON but not in canonical form (edited by hand, or it has "
                  "fields this version does not know); canonical manifests are byte-exact.");
@@ -148,9 +145,8 @@ Result<Manifest> require_intact(Manifest manifest, const Json& document,
 }  // namespace
 
 Result<TuningManifest> parse_tuning_manifest(std::string_view bytes) {
-  Result<Json> document = parse_envelope(bytes, "tuning", TuningManifest::kSchemaVersion);
-  if (!document) return std::move(document).error();
-  FieldReader reader(*document, "");
+  WF_TRY_ASSIGN(Json document, parse_envelope(bytes, "tuning", TuningManifest::kSchemaVersion));
+  FieldReader reader(document, "");
   TuningManifest manifest;
   const std::string content_hash = reader.hex_digest(kContentHashField);
   manifest.cache_key = reader.hex_digest("cache_key");
@@ -165,17 +161,14 @@ Result<TuningManifest> parse_tuning_manifest(std::string_view bytes) {
   manifest.context = json_codec::decode_tuning_context(reader.object("context"));
   manifest.result = json_codec::decode_tuning_result(reader.object("result"));
   if (reader.failed()) return reader.take_error();
-  if (Status valid = require_invariants(manifest, "tuning"); !valid) {
-    return std::move(valid).error();
-  }
-  return require_intact(std::move(manifest), *document, content_hash, bytes);
+  WF_TRY(require_invariants(manifest, "tuning"));
+  return require_intact(std::move(manifest), document, content_hash, bytes);
 }
 
 Result<CertificationManifest> parse_certification_manifest(std::string_view bytes) {
-  Result<Json> document =
-      parse_envelope(bytes, "certification", CertificationManifest::kSchemaVersion);
-  if (!document) return std::move(document).error();
-  FieldReader reader(*document, "");
+  WF_TRY_ASSIGN(Json document,
+                parse_envelope(bytes, "certification", CertificationManifest::kSchemaVersion));
+  FieldReader reader(document, "");
   CertificationManifest manifest;
   const std::string content_hash = reader.hex_digest(kContentHashField);
   manifest.cache_key = reader.optional_hex_digest("cache_key");
@@ -201,10 +194,8 @@ Result<CertificationManifest> parse_certification_manifest(std::string_view byte
   if (reader.failed()) return reader.take_error();
   manifest.verdict =
       verdict == verdict_name(Verdict::kCertified) ? Verdict::kCertified : Verdict::kRejected;
-  if (Status valid = require_invariants(manifest, "certification"); !valid) {
-    return std::move(valid).error();
-  }
-  return require_intact(std::move(manifest), *document, content_hash, bytes);
+  WF_TRY(require_invariants(manifest, "certification"));
+  return require_intact(std::move(manifest), document, content_hash, bytes);
 }
 
 }  // namespace wgsl_forge

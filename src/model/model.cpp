@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "json_codec.hpp"
+#include "util/try.hpp"
 #include "wgsl_forge/hash.hpp"
 
 namespace wgsl_forge {
@@ -258,10 +259,8 @@ Error invariant_error(const BrokenInvariant& broken, const char* what,
 Result<TuningManifest> TuningManifest::create(const GeneratedKernel& generated,
                                               AdapterIdentity adapter, TuningResult result,
                                               TuningContext context) {
-  if (Status valid = check_generated(generated); !valid) {
-    return std::move(valid).error().with_context("building the tuning manifest of " +
-                                                 generated.kernel_id);
-  }
+  WF_TRY_CONTEXT(check_generated(generated),
+                 "building the tuning manifest of " + generated.kernel_id);
   // A tuning manifest has one schedule, the winner's: the generated kernel must be of it.
   if (generated.schedule != result.winner.schedule) {
     return Error(ErrorKind::kInvalidInput,
@@ -320,10 +319,8 @@ Result<CertificationManifest> CertificationManifest::create(
     const GeneratedKernel& generated, AdapterIdentity adapter,
     std::optional<std::string> topology_hash, std::string tolerance,
     std::vector<CertificationCase> cases) {
-  if (Status valid = check_generated(generated); !valid) {
-    return std::move(valid).error().with_context("building the certification manifest of " +
-                                                 generated.kernel_id);
-  }
+  WF_TRY_CONTEXT(check_generated(generated),
+                 "building the certification manifest of " + generated.kernel_id);
   CertificationManifest manifest;
   manifest.kernel_id = generated.kernel_id;
   manifest.kernel_revision = generated.kernel_revision;

@@ -92,6 +92,8 @@ Schedule with_mode(const kernels::KernelDefinition& kernel, Mode mode) {
 }
 
 // How long one run of the slow mode takes on one element, with the usual (long) wait timeout.
+// The second run is timed: lavapipe compiles a pipeline's machine code at its first dispatch,
+// which on a busy machine can take longer than the spin itself and would make it look slow.
 std::chrono::milliseconds slow_run_time(gpu::Device& device, std::uint64_t spin) {
   MisbehavingAffine kernel(spin);
   auto generated = kernels::generate_builtin(kernel, with_mode(kernel, kSlow), TargetBackend::kWgsl,
@@ -101,6 +103,7 @@ std::chrono::milliseconds slow_run_time(gpu::Device& device, std::uint64_t spin)
   EXPECT_TRUE(prepared.ok()) << prepared.error().to_string();
   kernels::CaseSpec one{"n=1", {}, "uniform"};
   one.problem.elements = 1;
+  EXPECT_TRUE(prepared->run(kernel.make_inputs(one, 1)).ok());
   auto start = std::chrono::steady_clock::now();
   auto ran = prepared->run(kernel.make_inputs(one, 1));
   EXPECT_TRUE(ran.ok()) << ran.error().to_string();
@@ -174,7 +177,7 @@ TEST(TunerFaultTest, ALostDeviceEndsTheSearchAndPublishesNothing) {
     options.tune.seed = testing::test_seed();
     options.tune.progress = [&](const forge::TuneProgress& step) {
       if (step.candidate == lose_at && step.stage == "timing") {
-        device->force_loss_for_testing("simulated driver reset");
+        ASSERT_TRUE(device->force_loss_for_testing("simulated driver reset").ok());
       }
     };
     forge::AutoTuneRow row = forge::tune_and_store(*device, cache, affine, options);

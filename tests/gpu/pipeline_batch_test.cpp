@@ -179,12 +179,12 @@ TEST(PipelineBatchTest, AWorkgroupOverTheLimitIsTheValidationErrorOfItsPipelineO
 TEST(PipelineBatchTest, ALostDeviceIsAnErrorNotAHang) {
   auto device = gpu::Device::open(gpu::RuntimeOptions{});
   ASSERT_TRUE(device.ok()) << device.error().to_string();
-  (*device)->force_loss_for_testing("simulated driver crash");
+  ASSERT_TRUE((*device)->force_loss_for_testing("simulated driver crash").ok());
   const RequestTexts texts = scaling_texts();
   Result<std::vector<gpu::ComputePipeline>> pipelines =
       (*device)->create_compute_pipelines(requests_of(texts));
   ASSERT_FALSE(pipelines.ok());
-  EXPECT_EQ(pipelines.error().kind(), ErrorKind::kRuntime);
+  EXPECT_EQ(pipelines.error().kind(), ErrorKind::kDeviceLost);
   EXPECT_NE(pipelines.error().message().find("simulated driver crash"), std::string::npos)
       << pipelines.error().to_string();
 }
