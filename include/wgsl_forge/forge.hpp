@@ -105,7 +105,8 @@ Result<TuneOutcome> tune(gpu::Device& device, const kernels::KernelDefinition& k
 Status check_problem_fits(const gpu::Device& device, const kernels::KernelDefinition& kernel,
                           const kernels::Problem& problem);
 
-// Throughput of a kernel at a problem for a time: GB/s (or GFLOP/s for GEMM) and its unit.
+// Throughput of a kernel at a problem for a time, in the unit its users compare: TFLOP/s for
+// GEMM, G keys/s or G pairs/s for the sorts (WorkAmount::items), GB/s for the rest; 0 for no time.
 std::pair<double, std::string> throughput(const kernels::KernelDefinition& kernel,
                                           const kernels::Problem& problem, double median_ns);
 
@@ -184,9 +185,14 @@ std::optional<UnusableTuning> find_unusable_tuning(const kernels::KernelDefiniti
 // name and kind, and the report is not clean.
 Result<VerifyReport> verify_cache(const ManifestCache& cache);
 
-// Tunes every builtin kernel not yet tuned for this adapter's topology and stores the tuning and
-// certification manifests; asks the cache first. A failure of one kernel (even a corrupt cache
-// entry) is reported in its row and the others go on.
+// Tunes each of `kernels` not yet tuned for this adapter's topology, in order, and stores the
+// tuning and certification manifests; asks the cache first. A failure of one kernel (even a
+// corrupt cache entry) is reported in its row and the others go on; once the device is lost,
+// every kernel left gets a row that says so. options.on_kernel is told before each kernel.
+std::vector<AutoTuneRow> auto_tune_all(gpu::Device& device, const ManifestCache& cache,
+                                       std::span<const kernels::KernelDefinition* const> kernels,
+                                       const AutoTuneOptions& options);
+// The same for every builtin kernel (kernels::builtin_kernels()).
 std::vector<AutoTuneRow> auto_tune_all(gpu::Device& device, const ManifestCache& cache,
                                        const AutoTuneOptions& options);
 

@@ -155,6 +155,10 @@ struct CaseVerdict {
 struct WorkAmount {
   std::uint64_t bytes = 0;  // bytes that must move (documented per kernel)
   std::uint64_t flops = 0;  // for GEMM
+  // What users of such a kernel count instead of bytes, when they do (a sort's keys or pairs):
+  // its rate is then reported as G <items_name>/s.
+  std::uint64_t items = 0;
+  const char* items_name = nullptr;
 };
 
 class KernelDefinition {

@@ -88,4 +88,38 @@ int report_error(const Error& error) {
   return kExitRuntime;
 }
 
+void TextTable::add_row(std::vector<std::string> cells) {
+  cells.resize(columns_.size());
+  lines_.push_back({std::move(cells), ""});
+}
+
+void TextTable::add_note(std::string line) { lines_.push_back({{}, std::move(line)}); }
+
+std::string TextTable::to_string() const {
+  std::vector<std::size_t> widths;
+  for (const Column& column : columns_) widths.push_back(column.header.size());
+  for (const Line& line : lines_) {
+    for (std::size_t i = 0; i < line.cells.size(); ++i)
+      widths[i] = std::max(widths[i], line.cells[i].size());
+  }
+  auto row_text = [&](const std::vector<std::string>& cells) {
+    std::string text;
+    for (std::size_t i = 0; i < cells.size(); ++i) {
+      const std::string padding(widths[i] - cells[i].size(), ' ');
+      const bool last = i + 1 == cells.size();
+      text += columns_[i].align == Align::kRight ? padding + cells[i]
+                                                 : cells[i] + (last ? "" : padding);
+      if (!last) text += "  ";
+    }
+    while (!text.empty() && text.back() == ' ') text.pop_back();
+    return text + "\n";
+  };
+  std::vector<std::string> headers;
+  for (const Column& column : columns_) headers.push_back(column.header);
+  std::string text = row_text(headers);
+  for (const Line& line : lines_)
+    text += line.cells.empty() ? "  " + line.note + "\n" : row_text(line.cells);
+  return text;
+}
+
 }  // namespace wgsl_forge::cli

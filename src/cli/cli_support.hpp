@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "wgsl_forge/cache.hpp"
 #include "wgsl_forge/error.hpp"
@@ -60,5 +61,31 @@ enum class CacheUse { kRead, kWrite };
 Result<ManifestCache> open_cache(const GlobalOptions& options, CacheUse use = CacheUse::kRead);
 // ManifestCache::check_writable, with the flag that picks another directory in its message.
 Status check_cache_writable(const ManifestCache& cache);
+
+// A table for a terminal: each column as wide as its widest cell (header included), numbers
+// right-aligned, two spaces between columns. A note is a line of its own under the row before it
+// (a re-tune's decision, a given schedule), indented, outside the columns.
+class TextTable {
+ public:
+  enum class Align { kLeft, kRight };
+  struct Column {
+    std::string header;
+    Align align = Align::kLeft;
+  };
+  explicit TextTable(std::vector<Column> columns) : columns_(std::move(columns)) {}
+
+  // One cell per column (fewer leave the rest empty: a failed kernel's row).
+  void add_row(std::vector<std::string> cells);
+  void add_note(std::string line);
+  std::string to_string() const;
+
+ private:
+  struct Line {
+    std::vector<std::string> cells;  // empty for a note
+    std::string note;
+  };
+  std::vector<Column> columns_;
+  std::vector<Line> lines_;
+};
 
 }  // namespace wgsl_forge::cli

@@ -241,8 +241,41 @@ std::string trace_line(const forge::TuneProgress& step) {
          one_line(step.failure->message);
 }
 
-std::string row_text(const kernels::KernelDefinition& kernel, const TuningManifest& manifest,
-                     const char* status, std::size_t certified_cases) {
+// A schedule in JSON output: an object of its knobs, as in the manifests.
+nlohmann::json schedule_json(const Schedule& schedule) {
+  return nlohmann::json::parse(canonical_json(schedule).value());
+}
+
+// A rate with at least three significant digits and its unit ("2880 GB/s", "0.0123 G keys/s").
+std::string rate_text(const std::pair<double, std::string>& rate) {
+  char text[48];
+  const double value = rate.first;
+  const char* format = value >= 100 ? "%.0f %s" : value >= 10 ? "%.1f %s" : "%.3g %s";
+  std::snprintf(text, sizeof text, format, value, rate.second.c_str());
+  return text;
+}
+
+// A speed-up such as "1.84x" or "124.3x".
+std::string speedup_text(double speedup) {
+  char text[32];
+  std::snprintf(text, sizeof text, speedup < 10 ? "%.2fx" : "%.1fx", speedup);
+  return text;
+}
+
+TextTable auto_tune_table() {
+  using Align = TextTable::Align;
+  return TextTable({{"kernel"},
+                    {"status"},
+                    {"winner schedule"},
+                    {"median", Align::kRight},
+                    {"throughput", Align::kRight},
+                    {"vs default", Align::kRight},
+                    {"cases", Align::kRight}});
+}
+
+std::vector<std::string> row_cells(const kernels::KernelDefinition& kernel,
+                                   const TuningManifest& manifest, const char* status,
+                                   std::size_t certified_cases) {
   // GEMM problems are recorded as m * n * k and tuned square.
   const bool gemm = kernel.tuning_problem(false).m != 0;
   const std::uint64_t recorded = manifest.context.problem_size;
@@ -252,27 +285,21 @@ std::string row_text(const kernels::KernelDefinition& kernel, const TuningManife
                                    : recorded)
           .value();  // a recorded m * n * k has a cube root that fits u32
   const double median = manifest.result.winner.timing.median_ns;
-  auto [rate, unit] = forge::throughput(kernel, problem, median);
-  char text[512];
   std::optional<double> speedup = manifest.speedup_over_baseline();
-  std::snprintf(
-      text, sizeof text, "%-21s %-7s %-60s %11s %9.1f %-7s %6s %5zu", manifest.kernel_id.c_str(),
-      status, manifest.result.winner.schedule.to_string().c_str(), format_time(median).c_str(),
-      rate, unit.c_str(), speedup ? (std::to_string(*speedup).substr(0, 4) + "x").c_str() : "-",
-      certified_cases);
-  return text;
+  return {manifest.kernel_id,
+          status,
+          manifest.result.winner.schedule.to_string(),
+          format_time(median),
+          rate_text(forge::throughput(kernel, problem, median)),
+          speedup ? speedup_text(*speedup) : "-",
+          std::to_string(certified_cases)};
 }
 
-// The status column of a row that did not fail (seven characters wide).
+// The status column of a row that did not fail.
 const char* row_status_column(forge::AutoTuneRow::Status status) {
   return status == forge::AutoTuneRow::Status::kTunedElsewhere
              ? "other"
              : forge::auto_tune_status_name(status);
-}
-
-void print_header() {
-  std::printf("%-21s %-7s %-60s %11s %17s %6s %5s\n", "kernel", "status", "winner schedule",
-              "median", "throughput", "vs def", "cases");
 }
 
 nlohmann::json row_json(const forge::AutoTuneRow& row) {
@@ -281,8 +308,7 @@ nlohmann::json row_json(const forge::AutoTuneRow& row) {
   if (!row.decision.empty()) json["decision"] = row.decision;
   if (row.manifest) {
     json["cache_key"] = row.manifest->cache_key;
-    json["winner"] =
-        nlohmann::json::parse(canonical_json(row.manifest->result.winner.schedule).value());
+    json["winner"] = schedule_json(row.manifest->result.winner.schedule);
     json["median_ns"] = row.manifest->result.winner.timing.median_ns;
     json["timing_source"] = timing_source_name(row.manifest->result.winner.timing.source);
     json["problem_size"] = row.manifest->context.problem_size;
@@ -336,12 +362,8 @@ int run_auto_tune(const GlobalOptions& options, const TuneArguments& arguments,
       return report_error(writable.error());
     }
   }
-  std::vector<forge::AutoTuneRow> rows;
-  if (only.empty()) rows = forge::auto_tune_all(**device, *cache, tune_options);
-  for (std::size_t i = 0; i < only.size() && !(*device)->lost_reason(); ++i) {
-    progress.kernel(i, only.size());
-    rows.push_back(forge::tune_and_store(**device, *cache, *only[i], tune_options));
-  }
+  const std::vector<forge::AutoTuneRow> rows =
+      forge::auto_tune_all(**device, *cache, requested, tune_options);
   progress.clear();
   bool failed = false;
   if (arguments.json) {
@@ -356,25 +378,22 @@ int run_auto_tune(const GlobalOptions& options, const TuneArguments& arguments,
   } else {
     std::printf("adapter %s, topology %s, cache %s\n", (*device)->adapter().identity.name.c_str(),
                 (*device)->adapter().topology_hash.substr(0, 16).c_str(), cache->root().c_str());
-    print_header();
   }
+  TextTable table = auto_tune_table();
   for (const forge::AutoTuneRow& row : rows) {
     if (row.status == forge::AutoTuneRow::Status::kFailed) {
       failed = true;
       std::fprintf(stderr, "wgsl-forge: error: %s: %s\n", row.kernel_id.c_str(),
                    one_line(row.message).c_str());
-      if (!arguments.json)
-        std::printf("%-21s %-7s %s\n", row.kernel_id.c_str(), "FAILED", "(see the error above)");
+      table.add_row({row.kernel_id, "FAILED", "(see the error above)"});
       continue;
     }
-    if (arguments.json) continue;
     const kernels::KernelDefinition& kernel = *kernels::find_kernel(row.kernel_id).value();
-    std::printf("%s\n",
-                row_text(kernel, *row.manifest, row_status_column(row.status), row.certified_cases)
-                    .c_str());
-    if (!row.decision.empty())
-      std::printf("  %s: %s\n", row.kernel_id.c_str(), row.decision.c_str());
+    table.add_row(
+        row_cells(kernel, *row.manifest, row_status_column(row.status), row.certified_cases));
+    if (!row.decision.empty()) table.add_note(row.kernel_id + ": " + row.decision);
   }
+  if (!arguments.json) std::printf("%s", table.to_string().c_str());
   return failed ? kExitRuntime : kExitOk;
 }
 
@@ -400,8 +419,10 @@ nlohmann::json passes_json(const std::vector<forge::PassTime>& passes) {
   return list;
 }
 
-// The passes' times summed per entry point, in plan order, with their share of the plan.
-void print_passes(const std::vector<forge::PassTime>& passes, const char* schedule_label) {
+// The passes' times summed per entry point, in plan order, with their share of the plan: the
+// notes under a bench row.
+std::vector<std::string> passes_lines(const std::vector<forge::PassTime>& passes,
+                                      const char* schedule_label) {
   struct Total {
     std::string entry_point;
     std::size_t count = 0;
@@ -418,15 +439,17 @@ void print_passes(const std::vector<forge::PassTime>& passes, const char* schedu
     total->median_ns += pass.median_ns;
     all += pass.median_ns;
   }
-  std::printf(
-      "  passes of the %s schedule (each timed as the plan up to it minus the plan "
-      "before it):\n",
-      schedule_label);
+  std::vector<std::string> lines = {
+      std::string("passes of the ") + schedule_label +
+      " schedule (each timed as the plan up to it minus the plan before it):"};
   for (const Total& total : totals) {
-    std::printf("    %-24s %4zu pass%s %11s %6.1f%%\n", total.entry_point.c_str(), total.count,
-                total.count == 1 ? "  " : "es", format_time(total.median_ns).c_str(),
-                all > 0 ? 100 * total.median_ns / all : 0.0);
+    char line[160];
+    std::snprintf(line, sizeof line, "  %-24s %4zu pass%s %11s %6.1f%%", total.entry_point.c_str(),
+                  total.count, total.count == 1 ? "  " : "es", format_time(total.median_ns).c_str(),
+                  all > 0 ? 100 * total.median_ns / all : 0.0);
+    lines.push_back(line);
   }
+  return lines;
 }
 
 // Which schedule a row's passes were timed on.
@@ -503,7 +526,7 @@ nlohmann::json bench_line_json(const BenchLine& line, bool with_passes) {
       {"bytes_moved", work.bytes},
       {"flops", work.flops},
       {"unit", rates.tuned.second},
-      {"default_schedule", row.default_schedule.to_string()},
+      {"default_schedule", schedule_json(row.default_schedule)},
       {"default_median_ns", row.default_timing.median_ns},
       {"default_rate", rates.fallback.first},
       {"copy_ceiling_gbps", static_cast<double>(line.ceiling.bytes) / line.ceiling.median_ns},
@@ -511,7 +534,7 @@ nlohmann::json bench_line_json(const BenchLine& line, bool with_passes) {
       {"fraction_of_copy_ceiling", rates.fraction_of_copy},
       {"timing_source", timing_source_name(row.default_timing.source)}};
   if (row.tuned) {
-    json["tuned_schedule"] = row.tuned_schedule->to_string();
+    json["tuned_schedule"] = schedule_json(*row.tuned_schedule);
     json["tuned_source"] = row.given_source ? "given source" : (row.given ? "given" : "cache");
     json["tuned_median_ns"] = row.tuned->median_ns;
     json["tuned_rate"] = rates.tuned.first;
@@ -524,39 +547,54 @@ nlohmann::json bench_line_json(const BenchLine& line, bool with_passes) {
   return json;
 }
 
-void print_bench_line(const BenchLine& line, const BenchArguments& arguments) {
+// The tuned schedule's gain over the default, marked when the two medians are closer than the
+// larger of their MADs and 1 % (the re-tune rule's noise): such a gain is not a difference.
+std::string gain_text(const forge::BenchRow& row) {
+  if (!row.tuned) return "-";
+  const double tuned = row.tuned->median_ns;
+  const double fallback = row.default_timing.median_ns;
+  const double noise = std::max({row.tuned->mad_ns, row.default_timing.mad_ns, 0.01 * fallback});
+  return speedup_text(fallback / tuned) + (std::abs(fallback - tuned) <= noise ? " (noise)" : "");
+}
+
+TextTable bench_table() {
+  using Align = TextTable::Align;
+  return TextTable({{"kernel"},
+                    {"problem"},
+                    {"tuned", Align::kRight},
+                    {"tuned rate", Align::kRight},
+                    {"default", Align::kRight},
+                    {"default rate", Align::kRight},
+                    {"of copy", Align::kRight},
+                    {"gain", Align::kRight}});
+}
+
+void add_bench_line(TextTable& table, const BenchLine& line, const BenchArguments& arguments) {
   const forge::BenchRow& row = line.row;
   const BenchRates rates = rates_of(line);
-  char gain[16] = "-";
-  char tuned_text[32] = "(not tuned)";
-  if (row.tuned) {
-    std::snprintf(gain, sizeof gain, "%.2fx", row.default_timing.median_ns / row.tuned->median_ns);
-    std::snprintf(tuned_text, sizeof tuned_text, "%.1f %s", rates.tuned.first,
-                  rates.tuned.second.c_str());
-  }
-  char default_text[32];
-  std::snprintf(default_text, sizeof default_text, "%.1f %s", rates.fallback.first,
-                rates.fallback.second.c_str());
-  std::printf("%-21s %-22s %11s %13s %11s %13s %8.0f%% %7s\n",
-              std::string(line.kernel->id()).c_str(), line.problem_text.c_str(),
-              row.tuned ? format_time(row.tuned->median_ns).c_str() : "-", tuned_text,
-              format_time(row.default_timing.median_ns).c_str(), default_text,
-              100 * rates.fraction_of_copy, gain);
+  char of_copy[16];
+  std::snprintf(of_copy, sizeof of_copy, "%.0f%%", 100 * rates.fraction_of_copy);
+  table.add_row({std::string(line.kernel->id()), line.problem_text,
+                 row.tuned ? format_time(row.tuned->median_ns) : "-",
+                 row.tuned ? rate_text(rates.tuned) : "(not tuned)",
+                 format_time(row.default_timing.median_ns), rate_text(rates.fallback), of_copy,
+                 gain_text(row)});
   if (row.given_source) {
-    std::printf("  timed as tuned: %s (uncertified) with the plan of %s\n",
-                arguments.source.c_str(), row.tuned_schedule->to_string().c_str());
+    table.add_note("timed as tuned: " + arguments.source + " (uncertified) with the plan of " +
+                   row.tuned_schedule->to_string());
   } else if (row.given) {
-    std::printf("  timed as tuned: the given %s\n", row.tuned_schedule->to_string().c_str());
+    table.add_note("timed as tuned: the given " + row.tuned_schedule->to_string());
   }
-  if (arguments.passes) print_passes(row.passes, passes_schedule(row));
+  if (arguments.passes) {
+    for (const std::string& note : passes_lines(row.passes, passes_schedule(row)))
+      table.add_note(note);
+  }
 }
 
 void print_bench_header(const gpu::AdapterInfo& adapter) {
   std::printf("adapter %s (%s %s), topology %s\n", adapter.identity.name.c_str(),
               adapter.identity.driver.c_str(), adapter.identity.driver_info.c_str(),
               adapter.topology_hash.substr(0, 16).c_str());
-  std::printf("%-21s %-22s %11s %13s %11s %13s %9s %7s\n", "kernel", "problem", "tuned",
-              "tuned rate", "default", "default rate", "of copy", "gain");
 }
 
 void print_bench_json(const gpu::AdapterInfo& adapter, const nlohmann::json& rows) {
@@ -592,6 +630,7 @@ int run_bench(const GlobalOptions& options, const BenchArguments& arguments) {
     problems.push_back(*problem);
   }
   if (!arguments.json) print_bench_header(adapter);
+  TextTable table = bench_table();
   gpu::TimingOptions timing;
   timing.samples = arguments.samples;
   std::map<std::uint64_t, forge::CopyCeiling> ceilings;
@@ -620,12 +659,13 @@ int run_bench(const GlobalOptions& options, const BenchArguments& arguments) {
     }
     line.ceiling = ceilings[bytes];
     rows.push_back(bench_line_json(line, arguments.passes));
-    if (!arguments.json) print_bench_line(line, arguments);
+    add_bench_line(table, line, arguments);
   }
   if (arguments.json) {
     print_bench_json(adapter, rows);
     return kExitOk;
   }
+  std::printf("%s", table.to_string().c_str());
   for (const auto& [bytes, ceiling] : ceilings) {
     std::printf(
         "copy ceiling for %llu bytes: %.1f GB/s (%s)\n", static_cast<unsigned long long>(bytes),

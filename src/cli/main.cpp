@@ -2,6 +2,7 @@
 // work itself lives in the library layers (see ARCHITECTURE.md).
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include "cli_support.hpp"
 #include "forge_commands.hpp"
 #include "kernel_commands.hpp"
+#include "util/closest_match.hpp"
 #include "wgsl_forge/version.hpp"
 
 namespace {
@@ -45,6 +47,36 @@ int check_output_written(int exit_code) {
   if (!failure) return exit_code;
   return wgsl_forge::cli::report_error(
       wgsl_forge::Error(wgsl_forge::ErrorKind::kIo, "Cannot write the output (" + *failure + ")."));
+}
+
+// Every subcommand's name, nested ones included ("cache" and its "list", "show", ...).
+void collect_subcommand_names(const CLI::App& app, std::vector<std::string>& names) {
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    names.push_back(sub->get_name());
+    collect_subcommand_names(*sub, names);
+  }
+}
+
+// "; did you mean 'tune'?" for an argument near one of the subcommands' names that the parser
+// did not take for one; empty otherwise.
+std::string did_you_mean(const CLI::App& app, const CLI::ParseError& error, int argc, char** argv) {
+  // A mistyped subcommand is "not expected" (ExtrasError, naming it) or leaves a required
+  // subcommand missing (RequiredError, not naming it).
+  const bool extra = dynamic_cast<const CLI::ExtrasError*>(&error) != nullptr;
+  if (!extra && dynamic_cast<const CLI::RequiredError*>(&error) == nullptr) return "";
+  std::vector<std::string> names;
+  collect_subcommand_names(app, names);
+  const std::vector<std::string_view> known(names.begin(), names.end());
+  const std::string message = error.what();
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view given = argv[i];
+    if (given.starts_with('-') || (extra && message.find(given) == std::string::npos)) continue;
+    if (std::find(names.begin(), names.end(), given) != names.end()) continue;
+    if (std::optional<std::string> meant = wgsl_forge::closest_match(given, known)) {
+      return "; did you mean '" + *meant + "'?";
+    }
+  }
+  return "";
 }
 
 }  // namespace
@@ -91,9 +123,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& error) {
     if (error.get_exit_code() == 0)
       return check_output_written(app.exit(error));  // --help, --version
-    return report_error(wgsl_forge::Error(
-        wgsl_forge::ErrorKind::kInvalidInput,
-        std::string(error.what()) + " (wgsl-forge --help lists the commands and options)"));
+    return report_error(
+        wgsl_forge::Error(wgsl_forge::ErrorKind::kInvalidInput,
+                          std::string(error.what()) + did_you_mean(app, error, argc, argv) +
+                              " (wgsl-forge --help lists the commands and options)"));
   }
   if (!cache_dir.empty()) options.cache_dir = cache_dir;
   if (!webgpu_library.empty()) options.webgpu_library = webgpu_library;

@@ -236,9 +236,9 @@ AutoTuneRow tune_and_store(gpu::Device& device, const ManifestCache& cache,
 }
 
 std::vector<AutoTuneRow> auto_tune_all(gpu::Device& device, const ManifestCache& cache,
+                                       std::span<const kernels::KernelDefinition* const> catalog,
                                        const AutoTuneOptions& options) {
   std::vector<AutoTuneRow> rows;
-  const auto& catalog = kernels::builtin_kernels();
   for (std::size_t i = 0; i < catalog.size(); ++i) {
     if (options.on_kernel) options.on_kernel(i, catalog.size(), std::string(catalog[i]->id()));
     rows.push_back(tune_and_store(device, cache, *catalog[i], options));
@@ -253,6 +253,11 @@ std::vector<AutoTuneRow> auto_tune_all(gpu::Device& device, const ManifestCache&
     }
   }
   return rows;
+}
+
+std::vector<AutoTuneRow> auto_tune_all(gpu::Device& device, const ManifestCache& cache,
+                                       const AutoTuneOptions& options) {
+  return auto_tune_all(device, cache, kernels::builtin_kernels(), options);
 }
 
 }  // namespace wgsl_forge::forge

@@ -464,9 +464,12 @@ Result<TuneOutcome> tune(gpu::Device& device, const kernels::KernelDefinition& k
 std::pair<double, std::string> throughput(const kernels::KernelDefinition& kernel,
                                           const kernels::Problem& problem, double median_ns) {
   const kernels::WorkAmount work = kernel.work(problem);
-  if (median_ns <= 0) return {0, work.flops != 0 ? "GFLOP/s" : "GB/s"};
-  if (work.flops != 0) return {static_cast<double>(work.flops) / median_ns, "GFLOP/s"};
-  return {static_cast<double>(work.bytes) / median_ns, "GB/s"};
+  const double per_ns = median_ns > 0 ? 1 / median_ns : 0;
+  if (work.flops != 0) return {static_cast<double>(work.flops) * per_ns / 1e3, "TFLOP/s"};
+  if (work.items_name != nullptr) {
+    return {static_cast<double>(work.items) * per_ns, std::string("G ") + work.items_name + "/s"};
+  }
+  return {static_cast<double>(work.bytes) * per_ns, "GB/s"};
 }
 
 }  // namespace wgsl_forge::forge

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "kernel_support.hpp"
+#include "util/closest_match.hpp"
 #include "util/try.hpp"
 #include "wgsl_forge/hash.hpp"
 
@@ -229,12 +230,16 @@ const std::vector<const KernelDefinition*>& builtin_kernels() {
 
 Result<const KernelDefinition*> find_kernel(std::string_view id) {
   std::string known;
+  std::vector<std::string_view> ids;
   for (const KernelDefinition* kernel : builtin_kernels()) {
     if (kernel->id() == id) return kernel;
     known += (known.empty() ? "" : ", ") + std::string(kernel->id());
+    ids.push_back(kernel->id());
   }
-  return Error(ErrorKind::kInvalidInput,
-               "Unknown kernel '" + std::string(id) + "' (known: " + known + ").");
+  const std::optional<std::string> meant = closest_match(id, ids);
+  return Error(ErrorKind::kInvalidInput, "Unknown kernel '" + std::string(id) + "'" +
+                                             (meant ? "; did you mean '" + *meant + "'?" : "") +
+                                             " (known: " + known + ").");
 }
 
 Result<GeneratedKernel> generate_builtin(const KernelDefinition& kernel, const Schedule& schedule,

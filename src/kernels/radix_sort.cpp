@@ -197,7 +197,7 @@ class RadixSort final : public KernelDefinition {
                     const std::map<std::string, std::vector<std::byte>>& outputs) const override;
 
   WorkAmount work(const Problem& problem) const override {
-    return {(pairs_ ? 16 : 8) * problem.elements, 0};
+    return {(pairs_ ? 16 : 8) * problem.elements, 0, problem.elements, pairs_ ? "pairs" : "keys"};
   }
 
   // The H200's (driver 580.159.04) budget-24 winner for keys, 21.9 G keys/s with revision 4, and

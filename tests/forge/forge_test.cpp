@@ -185,6 +185,27 @@ TEST_F(ForgeCliTest, BenchTimesTunedDefaultCopyCeilingAndEachPass) {
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   EXPECT_FALSE(nlohmann::json::parse(plain.output).at("kernels").at(0).contains("passes"));
 
+  // The table's columns are as wide as their cells: every row ends its "of copy" cell (right
+  // aligned, "NN%") where the header ends that column; rates carry their units.
+  CommandResult text =
+      run_cli("bench affine_f32 radix_sort_u32 --size 5000 --samples 3 " + cache_flag());
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  std::vector<std::string> lines;
+  std::istringstream in(text.output);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  auto header = std::find_if(lines.begin(), lines.end(),
+                             [](const std::string& line) { return line.starts_with("kernel "); });
+  ASSERT_NE(header, lines.end()) << text.output;
+  const std::size_t of_copy_end = header->find("of copy") + std::string("of copy").size();
+  for (const char* kernel : {"affine_f32 ", "radix_sort_u32 "}) {
+    auto row = std::find_if(lines.begin(), lines.end(),
+                            [&](const std::string& line) { return line.starts_with(kernel); });
+    ASSERT_NE(row, lines.end()) << text.output;
+    EXPECT_EQ(row->at(of_copy_end - 1), '%') << *row << "\n" << *header;
+  }
+  EXPECT_NE(text.output.find(" GB/s"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find(" G keys/s"), std::string::npos) << text.output;
+
   // --bins sets histogram_u32's bin count (the problem says so) and is range-checked.
   CommandResult bins = run_cli(
       "bench histogram_u32 affine_f32 --size 5000 --bins 4096 --samples 3 --json " + cache_flag());
@@ -201,8 +222,8 @@ TEST_F(ForgeCliTest, BenchTimesTunedDefaultCopyCeilingAndEachPass) {
   ASSERT_EQ(given.exit_code, 0) << given.output;
   const nlohmann::json given_row = nlohmann::json::parse(given.output).at("kernels").at(0);
   EXPECT_EQ(given_row.at("tuned_source"), "given");
-  EXPECT_NE(given_row.at("tuned_schedule").get<std::string>().find("items_per_invocation=4"),
-            std::string::npos);
+  EXPECT_EQ(given_row.at("tuned_schedule").at("items_per_invocation"), 4);
+  EXPECT_EQ(given_row.at("default_schedule").at("workgroup_size"), 256);
   EXPECT_EQ(affine.at("tuned_source"), "cache");
   // --source times the user's WGSL with the given schedule's plan.
   CommandResult sourced = run_cli(
@@ -299,6 +320,9 @@ TEST_F(ForgeCliTest, BadInputEverywhereIsOneClearLineAndExitCode2Or3) {
       {"certify affine_f32 --schedule workgroup_size", 2, "is not knob=value"},
       {"certify affine_f32 --schedule workgroup_size=big", 2, "workgroup_size"},
       {"certify no_such_kernel", 2, "Unknown kernel 'no_such_kernel'"},
+      {"certify afine_f32", 2, "Unknown kernel 'afine_f32'; did you mean 'affine_f32'?"},
+      {"tunee affine_f32", 2, "did you mean 'tune'?"},
+      {"cache lst", 2, "did you mean 'list'?"},
       {"tune no_such_kernel", 2, "Unknown kernel 'no_such_kernel'"},
       {"generate no_such_kernel", 2, "Unknown kernel 'no_such_kernel'"},
       {"tune affine_f32 --budget 0", 2, "--budget"},
@@ -444,9 +468,8 @@ TEST_F(ForgeCliTest, CommandsThatOnlyReadServeAReadOnlyCache) {
     EXPECT_NE(result.output.find("Read-only file system"), std::string::npos) << result.output;
     EXPECT_EQ(result.exit_code, 0) << arguments << "\n" << result.output;
   }
-  EXPECT_NE(
-      on_read_only_cache("auto-tune-all affine_f32").output.find("affine_f32            cached"),
-      std::string::npos);
+  EXPECT_NE(on_read_only_cache("auto-tune-all affine_f32").output.find("affine_f32  cached"),
+            std::string::npos);
   // A kernel that would be tuned still fails before any GPU work, naming the directory.
   CommandResult untuned = on_read_only_cache("auto-tune-all gather_f32 --budget 1");
   EXPECT_EQ(untuned.exit_code, 3) << untuned.output;
@@ -559,12 +582,12 @@ TEST_F(ForgeCliTest, SixteenConcurrentTunersLeaveOneWinnerAndACleanCache) {
     const std::string output = testing::read_text(base.string() + ".out");
     const int code = std::stoi(testing::read_text(base.string() + ".code"));
     EXPECT_EQ(code, 0) << output;
-    if (output.find("affine_f32            tuned ") != std::string::npos) {
+    if (output.find("affine_f32  tuned ") != std::string::npos) {
       ++tuned;
-    } else if (output.find("affine_f32            cached ") != std::string::npos) {
+    } else if (output.find("affine_f32  cached ") != std::string::npos) {
       ++cached;
     } else {
-      EXPECT_NE(output.find("affine_f32            other "), std::string::npos) << output;
+      EXPECT_NE(output.find("affine_f32  other "), std::string::npos) << output;
       EXPECT_NE(output.find("affine_f32: tuned by another process"), std::string::npos) << output;
       ++raced;
     }
