@@ -500,7 +500,8 @@ std::vector<CaseSpec> chained_scan_level_cases(const ChainedScanShape& shape,
   const std::uint64_t window =
       spine ? shape.workgroup_size
             : (shape.subgroups ? 32 : std::min(shape.look_back_window, shape.workgroup_size));
-  // window + 1 tiles and one element: the last tile's predecessors fill more than one window.
+  // One element past window + 1 tiles, whose last tile's predecessors fill more than one window;
+  // or past window tiles, of which the spine's first invocation then takes two.
   const std::uint64_t n = window * tile_elements + 1 + (spine ? 0 : tile_elements);
   if (vec4_buffer_bytes(n) > device.max_storage_binding_size) return {};
   return {{std::string(spine ? "spine" : "look-back") + " n=" + std::to_string(n) + " " + profile,
