@@ -58,17 +58,41 @@ class BoundPlan {
   // still exist: the bind groups keep the WebGPU buffer alive, not the gpu::Buffer (the typed
   // primitives keep bound plans across calls and never ask for a caller's buffer).
   const gpu::Buffer& buffer(const std::string& name) const;
-  // Where buffer `name` starts in buffer(name): the caller's offset, or 0.
+  // Where buffer `name` starts in buffer(name): the caller's offset, a guarded run's, or 0.
   std::uint64_t offset(const std::string& name) const;
 
  private:
   friend class PreparedKernel;
   kernels::DispatchPlan plan_;
+  // A library buffer of a guarded run (PreparedKernel::run_guarded): its allocation is `guard`
+  // bytes, the plan's, `guard` bytes; the binding starts after the first guard and takes
+  // `bound_tail` bytes of the second (all of it unless that would pass the binding limit).
+  struct Guarded {
+    std::uint64_t guard = 0;
+    std::uint64_t bound_tail = 0;
+  };
+  // The bytes bound as `name`: the plan's, and a guarded buffer's tail.
+  std::uint64_t binding_bytes(const std::string& name, std::uint64_t planned) const;
+
   std::map<std::string, std::shared_ptr<gpu::Buffer>> buffers_;  // the library's, by name
+  std::map<std::string, Guarded> guarded_;
   ExternalBuffers external_;
   std::vector<gpu::Buffer> uniforms_;
   std::vector<gpu::BindGroup> groups_;
   std::vector<gpu::DispatchStep> steps_;
+};
+
+// What certification puts around one case's buffers (PreparedKernel::run_guarded), drawn anew
+// for each case so that no kernel can be right by knowing it.
+struct CaseGuards {
+  std::uint64_t seed = 0;     // draws the guard bytes and the inputs' poison
+  std::uint32_t ordinal = 0;  // the case's place in its certification: picks the inputs' poison
+};
+
+// The outputs of a guarded run, and each guard the kernel changed, in words.
+struct GuardedOutputs {
+  BufferContents outputs;
+  std::vector<std::string> violations;
 };
 
 // One kernel for PreparedKernel::prepare_all: its definition and its WGSL (the generated
@@ -111,10 +135,32 @@ class PreparedKernel {
   Result<BufferContents> run(BoundPlan& bound, const BufferContents& inputs);
   // bind + run.
   Result<BufferContents> run(const kernels::CaseInputs& inputs);
+  // Certification's run of one case, never a production call: what a database would suffer from
+  // a kernel that strays past its buffers (it sub-allocates its columns from large buffers, and
+  // may run without bounds checks) is made visible. Every plan buffer gets an allocation of its
+  // own with a guard before it, at a non-zero offset. An output or scratch buffer is poisoned
+  // and followed by a guard of seeded bytes, bound with it: Dawn's bounds clamps keep a write
+  // past the end inside the binding, so it lands in the guard instead of being clamped onto the
+  // buffer's last element. An input is followed, from the end of its contents, by poison values
+  // (NaN payloads, huge magnitudes, 0xdeadbeef) that change any sum, extreme or gather that reads
+  // them, also bound. After the run every guard is compared byte for byte: a changed one is a
+  // violation naming the kernel, the buffer, the offset and the bytes found.
+  Result<GuardedOutputs> run_guarded(const kernels::CaseInputs& inputs, const CaseGuards& guards);
 
  private:
+  // bind, with the library's buffers between guards of `guard` bytes (0: none).
+  Result<std::unique_ptr<BoundPlan>> bind_plan(const kernels::Problem& problem,
+                                               const ExternalBuffers& external,
+                                               ScratchPool* scratch, std::uint64_t guard);
   // The uniform block, bind group and grid of every pass of `bound`, whose buffers are set.
   Status bind_passes(BoundPlan& bound);
+  // The plan's output buffers as they are now.
+  Result<BufferContents> read_outputs(const BoundPlan& bound);
+  // run_guarded's allocations filled: guards, poisoned outputs, inputs and their poison.
+  Status load_guarded(const BoundPlan& bound, const BufferContents& inputs,
+                      const CaseGuards& guards);
+  // run_guarded's guards compared with what load_guarded wrote: one violation per changed guard.
+  Result<std::vector<std::string>> check_guards(const BoundPlan& bound, const CaseGuards& guards);
 
   gpu::Device* device_ = nullptr;
   const kernels::KernelDefinition* kernel_ = nullptr;

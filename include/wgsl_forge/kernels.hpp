@@ -188,6 +188,13 @@ class KernelDefinition {
   // The tolerance policy in words, recorded in certification manifests.
   virtual std::string tolerance() const = 0;
   virtual std::vector<CaseSpec> certification_cases() const = 0;
+  // The cases only the schedule can name, certified after certification_cases(): a size just
+  // past each point where a second level of the schedule's plan comes into play (more partial
+  // sums than one workgroup adds up, more tiles than one look-back window or one spine
+  // invocation takes) that the fixed sizes do not reach for every schedule. A level the device
+  // cannot reach (its input would pass the binding limit) has no case. Default: none.
+  virtual std::vector<CaseSpec> schedule_cases(const Schedule& schedule,
+                                               const DeviceCapabilities& device) const;
   virtual CaseInputs make_inputs(const CaseSpec& spec, std::uint64_t seed) const = 0;
   // Compares the outputs (by buffer name) with the oracle's.
   virtual CaseVerdict check(const CaseInputs& inputs,

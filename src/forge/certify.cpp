@@ -42,17 +42,24 @@ Result<CertificationManifest> certify(gpu::Device& device, const kernels::Kernel
 
   std::mt19937_64 seeds(options.seed != 0 ? options.seed : fresh_seed());
   std::vector<CertificationCase> cases;
-  for (const kernels::CaseSpec& spec : kernel.certification_cases()) {
+  std::vector<kernels::CaseSpec> specs = kernel.certification_cases();
+  for (kernels::CaseSpec& spec : kernel.schedule_cases(schedule, capabilities_of(device.adapter())))
+    specs.push_back(std::move(spec));
+  for (const kernels::CaseSpec& spec : specs) {
     const std::uint64_t size = std::max<std::uint64_t>(
         spec.problem.elements, std::uint64_t{spec.problem.m} * spec.problem.n);
     if (options.quick && size > kQuickCaseElements) continue;
     const std::uint64_t seed = seeds();
     kernels::CaseInputs inputs = kernel.make_inputs(spec, seed);
-    Result<BufferContents> outputs = prepared->run(inputs);
+    const CaseGuards guards{seed, static_cast<std::uint32_t>(cases.size())};
+    Result<GuardedOutputs> outputs = prepared->run_guarded(inputs, guards);
     if (!outputs) {
       return std::move(outputs).error().with_context(context + ", case '" + spec.name + "'");
     }
-    kernels::CaseVerdict verdict = kernel.check(inputs, *outputs);
+    kernels::CaseVerdict verdict = kernel.check(inputs, outputs->outputs);
+    // A changed guard rejects the kernel like a wrong element: it would have been a neighbour's.
+    verdict.failed_checks.insert(verdict.failed_checks.begin(), outputs->violations.begin(),
+                                 outputs->violations.end());
     CertificationCase record;
     record.name = spec.name;
     record.element_count = spec.problem.elements != 0

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
+#include <random>
 
 namespace wgsl_forge::forge {
 
@@ -18,6 +20,71 @@ std::vector<std::byte> poison_bytes(std::uint64_t size) {
   std::vector<std::byte> bytes(size);
   for (std::uint64_t i = 0; i + 4 <= size; i += 4) std::memcpy(&bytes[i], &kPoison, 4);
   return bytes;
+}
+
+// The guard bytes of a case's buffer `index`, the same before and after it: seeded bytes, so
+// that no value a kernel could write, zero or its own poison included, is likely to match.
+std::vector<std::byte> guard_pattern(const CaseGuards& guards, std::size_t index,
+                                     std::uint64_t size) {
+  std::mt19937_64 random(guards.seed ^ (0x9e3779b97f4a7c15ull * (index + 1)));
+  std::vector<std::byte> bytes(size);
+  for (std::byte& byte : bytes) byte = static_cast<std::byte>(random() & 0xff);
+  return bytes;
+}
+
+// The poison after an input's contents, `words` of it. Every kernel is blind to some value (a
+// NaN is never kept by compaction; a huge positive value leaves a minimum as it is, a huge
+// negative one a maximum), so the kinds alternate, and which comes first, right after the
+// input's last element, moves on with each case.
+std::vector<std::uint32_t> input_poison(kernels::ElementType element, const CaseGuards& guards,
+                                        std::size_t index, std::uint64_t words) {
+  std::mt19937_64 random(~guards.seed ^ (0x9e3779b97f4a7c15ull * (index + 1)));
+  std::vector<std::uint32_t> poison(words);
+  for (std::uint64_t j = 0; j < words; ++j) {
+    const std::uint32_t drawn = static_cast<std::uint32_t>(random());
+    const std::uint64_t kind = (guards.ordinal + j) % 3;
+    if (element == kernels::ElementType::kF32) {
+      // A quiet NaN with a drawn payload and sign, or a drawn magnitude above 2^126 of either sign.
+      const std::uint32_t sign = kind == 2 || (kind == 0 && (drawn & 1) != 0) ? 0x80000000u : 0;
+      poison[j] =
+          kind == 0 ? sign | 0x7fc00000u | (drawn >> 10) : sign | 0x7e800000u | (drawn & 0x7fffffu);
+    } else {
+      // 0xdeadbeef, a drawn word with its top bit set, or a drawn small one (a bin, an index).
+      poison[j] = kind == 0 ? 0xdeadbeefu : kind == 1 ? drawn | 0x80000000u : 1 + drawn % 1024;
+    }
+  }
+  return poison;
+}
+
+std::string hex_bytes(std::span<const std::byte> bytes) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string text;
+  for (std::byte byte : bytes) {
+    if (!text.empty()) text += ' ';
+    text += kDigits[std::to_integer<unsigned>(byte) >> 4];
+    text += kDigits[std::to_integer<unsigned>(byte) & 0xf];
+  }
+  return text;
+}
+
+// The guard `found` compared with the `poison` written there, which starts `start` bytes from
+// the beginning of the buffer (negative: before it): nothing, or a violation in words.
+std::optional<std::string> guard_violation(const std::string& kernel_id,
+                                           const kernels::BufferPlan& buffer, bool after,
+                                           std::int64_t start, std::span<const std::byte> found,
+                                           std::span<const std::byte> poison) {
+  std::size_t at = 0;
+  while (at < found.size() && found[at] == poison[at]) ++at;
+  if (at == found.size()) return std::nullopt;
+  std::size_t changed = 0;
+  for (std::size_t i = at; i < found.size(); ++i) changed += found[i] != poison[i];
+  const std::size_t shown = std::min<std::size_t>(8, found.size() - at);
+  return kernel_id + " writes " + (after ? "past the end of " : "before the start of ") +
+         kernels::buffer_role_name(buffer.role) + " " + buffer.name + " (" +
+         std::to_string(buffer.bytes) + " bytes): its guard holds " + std::to_string(changed) +
+         " changed bytes, the first at byte offset " +
+         std::to_string(start + static_cast<std::int64_t>(at)) + ": found " +
+         hex_bytes(found.subspan(at, shown)) + ", poison " + hex_bytes(poison.subspan(at, shown));
 }
 
 }  // namespace
@@ -80,14 +147,20 @@ Result<std::vector<PreparedKernel>> PreparedKernel::prepare_all(
   return prepared;
 }
 
+std::uint64_t BoundPlan::binding_bytes(const std::string& name, std::uint64_t planned) const {
+  auto it = guarded_.find(name);
+  return it != guarded_.end() ? planned + it->second.bound_tail : planned;
+}
+
 const gpu::Buffer& BoundPlan::buffer(const std::string& name) const {
   if (auto it = external_.find(name); it != external_.end()) return *it->second.buffer;
   return *buffers_.at(name);
 }
 
 std::uint64_t BoundPlan::offset(const std::string& name) const {
-  auto it = external_.find(name);
-  return it != external_.end() ? it->second.offset : 0;
+  if (auto it = external_.find(name); it != external_.end()) return it->second.offset;
+  auto it = guarded_.find(name);
+  return it != guarded_.end() ? it->second.guard : 0;
 }
 
 Result<std::shared_ptr<gpu::Buffer>> ScratchPool::acquire(gpu::Device& device,
@@ -138,6 +211,13 @@ Status check_external(const kernels::BufferSpec& spec, const kernels::BufferPlan
 Result<std::unique_ptr<BoundPlan>> PreparedKernel::bind(const kernels::Problem& problem,
                                                         const ExternalBuffers& external,
                                                         ScratchPool* scratch) {
+  return bind_plan(problem, external, scratch, 0);
+}
+
+Result<std::unique_ptr<BoundPlan>> PreparedKernel::bind_plan(const kernels::Problem& problem,
+                                                             const ExternalBuffers& external,
+                                                             ScratchPool* scratch,
+                                                             std::uint64_t guard) {
   const std::string context = "binding " + generated_.kernel_id + " with schedule " +
                               generated_.schedule.to_string() + " for " + problem.to_string();
   Result<kernels::DispatchPlan> plan =
@@ -175,8 +255,13 @@ Result<std::unique_ptr<BoundPlan>> PreparedKernel::bind(const kernels::Problem& 
       continue;
     }
     Result<gpu::Buffer> created =
-        device_->create_buffer(planned.bytes, gpu::BufferUsage::kStorage, spec.name);
+        device_->create_buffer(planned.bytes + 2 * guard, gpu::BufferUsage::kStorage, spec.name);
     if (!created) return std::move(created).error().with_context(context);
+    if (guard != 0) {
+      const std::uint64_t max_binding = device_->adapter().limits.max_storage_buffer_binding_size;
+      const std::uint64_t room = max_binding > planned.bytes ? max_binding - planned.bytes : 0;
+      bound->guarded_.emplace(spec.name, BoundPlan::Guarded{guard, std::min(guard, room)});
+    }
     bound->buffers_.emplace(spec.name, std::make_shared<gpu::Buffer>(std::move(created).value()));
   }
   if (Status passes = bind_passes(*bound); !passes) {
@@ -216,12 +301,12 @@ Status PreparedKernel::bind_passes(BoundPlan& bound) {
     bindings.push_back(params);
     for (const auto& [binding, name] : pass.buffers) {
       // Exactly the planned bytes: a kernel that strays past them cannot reach a caller's
-      // neighbouring data in the same allocation.
+      // neighbouring data in the same allocation (a guarded run binds its guards too).
       gpu::BufferBinding one;
       one.binding = binding;
       one.buffer = &bound.buffer(name);
       one.offset = bound.offset(name);
-      one.size = planned_bytes.at(name);
+      one.size = bound.binding_bytes(name, planned_bytes.at(name));
       bindings.push_back(one);
     }
     Result<gpu::BindGroup> group = device_->create_bind_group(pipeline->second, bindings);
@@ -268,10 +353,14 @@ Status PreparedKernel::load_inputs(const BoundPlan& bound, const BufferContents&
 }
 
 Result<BufferContents> PreparedKernel::run(BoundPlan& bound, const BufferContents& inputs) {
-  const std::string context =
-      "running " + generated_.kernel_id + " with schedule " + generated_.schedule.to_string();
   if (Status loaded = load_inputs(bound, inputs); !loaded) return std::move(loaded).error();
   if (Status ran = execute(bound); !ran) return std::move(ran).error();
+  return read_outputs(bound);
+}
+
+Result<BufferContents> PreparedKernel::read_outputs(const BoundPlan& bound) {
+  const std::string context = "reading the outputs of " + generated_.kernel_id + " with schedule " +
+                              generated_.schedule.to_string();
   BufferContents outputs;
   for (const kernels::BufferPlan& buffer : bound.plan_.buffers) {
     if (buffer.role != kernels::BufferRole::kOutput) continue;
@@ -306,6 +395,92 @@ Result<BufferContents> PreparedKernel::run(const kernels::CaseInputs& inputs) {
   Result<std::unique_ptr<BoundPlan>> bound = bind(inputs.problem);
   if (!bound) return std::move(bound).error();
   return run(**bound, inputs.buffers);
+}
+
+Result<GuardedOutputs> PreparedKernel::run_guarded(const kernels::CaseInputs& inputs,
+                                                   const CaseGuards& guards) {
+  // A whole multiple of the offset alignment, so that the binding after the first guard is legal.
+  const std::uint64_t guard =
+      std::max<std::uint64_t>(256, device_->adapter().limits.min_storage_buffer_offset_alignment);
+  Result<std::unique_ptr<BoundPlan>> bound = bind_plan(inputs.problem, {}, nullptr, guard);
+  if (!bound) return std::move(bound).error();
+  if (Status loaded = load_guarded(**bound, inputs.buffers, guards); !loaded) {
+    return std::move(loaded).error();
+  }
+  if (Status ran = execute(**bound); !ran) return std::move(ran).error();
+  Result<BufferContents> outputs = read_outputs(**bound);
+  if (!outputs) return std::move(outputs).error();
+  Result<std::vector<std::string>> violations = check_guards(**bound, guards);
+  if (!violations) return std::move(violations).error();
+  return GuardedOutputs{std::move(outputs).value(), std::move(violations).value()};
+}
+
+Status PreparedKernel::load_guarded(const BoundPlan& bound, const BufferContents& inputs,
+                                    const CaseGuards& guards) {
+  const std::string context = "loading the guarded inputs of " + generated_.kernel_id;
+  for (std::size_t index = 0; index < bound.plan_.buffers.size(); ++index) {
+    const kernels::BufferPlan& buffer = bound.plan_.buffers[index];
+    const std::uint64_t guard = bound.guarded_.at(buffer.name).guard;
+    const std::vector<std::byte> pattern = guard_pattern(guards, index, guard);
+    std::vector<std::byte> contents(guard + buffer.bytes + guard);
+    std::memcpy(contents.data(), pattern.data(), guard);
+    if (buffer.role != kernels::BufferRole::kInput) {
+      const std::vector<std::byte> poisoned = poison_bytes(buffer.bytes);
+      std::memcpy(contents.data() + guard, poisoned.data(), buffer.bytes);
+      std::memcpy(contents.data() + guard + buffer.bytes, pattern.data(), guard);
+    } else {
+      auto given = inputs.find(buffer.name);
+      if (given == inputs.end() || given->second.size() > buffer.bytes) {
+        return Error(ErrorKind::kInvalidInput,
+                     "Input " + buffer.name + " of " + generated_.kernel_id + " has " +
+                         (given == inputs.end() ? std::string("no contents")
+                                                : std::to_string(given->second.size()) +
+                                                      " bytes; the plan's buffer holds " +
+                                                      std::to_string(buffer.bytes)) +
+                         ".")
+            .with_context(context);
+      }
+      if (!given->second.empty()) {
+        std::memcpy(contents.data() + guard, given->second.data(), given->second.size());
+      }
+      // From the end of the contents: the plan's padding is no more the kernel's to read.
+      const std::uint64_t from = guard + (given->second.size() + 3) / 4 * 4;
+      Result<kernels::BufferSpec> spec = kernel_->find_buffer(buffer.name);
+      if (!spec) return std::move(spec).error().with_context(context);
+      const std::vector<std::uint32_t> poison =
+          input_poison(spec->element, guards, index, (contents.size() - from) / 4);
+      std::memcpy(contents.data() + from, poison.data(), poison.size() * 4);
+    }
+    if (Status written = device_->write_buffer(bound.buffer(buffer.name), 0, contents); !written) {
+      return std::move(written).error().with_context(context);
+    }
+  }
+  return Ok{};
+}
+
+Result<std::vector<std::string>> PreparedKernel::check_guards(const BoundPlan& bound,
+                                                              const CaseGuards& guards) {
+  const std::string context = "checking the guards of " + generated_.kernel_id;
+  std::vector<std::string> violations;
+  for (std::size_t index = 0; index < bound.plan_.buffers.size(); ++index) {
+    const kernels::BufferPlan& buffer = bound.plan_.buffers[index];
+    // An input is bound read-only: WGSL cannot write it.
+    if (buffer.role == kernels::BufferRole::kInput) continue;
+    const std::uint64_t guard = bound.guarded_.at(buffer.name).guard;
+    const std::vector<std::byte> pattern = guard_pattern(guards, index, guard);
+    for (bool after : {false, true}) {
+      Result<std::vector<std::byte>> found =
+          device_->read_buffer(bound.buffer(buffer.name), after ? guard + buffer.bytes : 0, guard);
+      if (!found) return std::move(found).error().with_context(context);
+      const std::int64_t start =
+          after ? static_cast<std::int64_t>(buffer.bytes) : -static_cast<std::int64_t>(guard);
+      if (std::optional<std::string> violation =
+              guard_violation(generated_.kernel_id, buffer, after, start, *found, pattern)) {
+        violations.push_back(std::move(*violation));
+      }
+    }
+  }
+  return violations;
 }
 
 }  // namespace wgsl_forge::forge

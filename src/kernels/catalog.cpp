@@ -198,6 +198,11 @@ Status KernelDefinition::check_problem(const Problem& problem) const {
 
 std::vector<std::string> KernelDefinition::starting_points() const { return {}; }
 
+std::vector<CaseSpec> KernelDefinition::schedule_cases(const Schedule&,
+                                                       const DeviceCapabilities&) const {
+  return {};
+}
+
 std::vector<Schedule> KernelDefinition::schedule_space(const DeviceCapabilities& device) const {
   const std::vector<KnobSpec> specs = knobs();
   std::vector<Schedule> space;

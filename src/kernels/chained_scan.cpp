@@ -492,6 +492,22 @@ std::uint64_t chained_scan_tiles(std::uint64_t n, const ChainedScanShape& shape)
   return std::max<std::uint64_t>(1, ceil_div(n, tile_elements));
 }
 
+std::vector<CaseSpec> chained_scan_level_cases(const ChainedScanShape& shape,
+                                               const std::string& profile,
+                                               const DeviceCapabilities& device) {
+  const std::uint64_t tile_elements = std::uint64_t{shape.workgroup_size} * shape.vectors * 4;
+  const bool spine = shape.passes == 3;
+  const std::uint64_t window =
+      spine ? shape.workgroup_size
+            : (shape.subgroups ? 32 : std::min(shape.look_back_window, shape.workgroup_size));
+  // One element past window + 1 tiles, whose last tile's predecessors fill more than one window;
+  // or past window tiles, of which the spine's first invocation then takes two.
+  const std::uint64_t n = window * tile_elements + 1 + (spine ? 0 : tile_elements);
+  if (vec4_buffer_bytes(n) > device.max_storage_binding_size) return {};
+  return {{std::string(spine ? "spine" : "look-back") + " n=" + std::to_string(n) + " " + profile,
+           elements_problem(n), profile}};
+}
+
 std::vector<PassPlan> chained_scan_passes(const ChainedScanShape& shape, std::uint64_t tiles,
                                           const std::map<std::uint32_t, std::string>& buffers,
                                           const std::vector<std::uint32_t>& params) {

@@ -191,6 +191,11 @@ class CompactF32 final : public KernelDefinition {
 
   std::string tolerance() const override { return "exact (count and kept bits)"; }
 
+  std::vector<CaseSpec> schedule_cases(const Schedule& schedule,
+                                       const DeviceCapabilities& device) const override {
+    return chained_scan_level_cases(shape(schedule), "uniform", device);
+  }
+
   std::vector<CaseSpec> certification_cases() const override {
     return element_cases(256, 1024, {"uniform", "specials"}, 1024);
   }

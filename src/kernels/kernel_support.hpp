@@ -184,6 +184,13 @@ Status check_chained_scan_resources(const ChainedScanShape& shape, std::uint64_t
                                     const DeviceCapabilities& device);
 // Tiles of a problem of n elements (at least one, so that scan_total is always called).
 std::uint64_t chained_scan_tiles(std::uint64_t n, const ChainedScanShape& shape);
+// Certification cases (KernelDefinition::schedule_cases) of `profile` just past the shape's
+// second level: more tiles than one look-back window takes (one pass; with subgroups the window
+// is a subgroup, at most 32), or than the spine's workgroup has invocations (three passes). None
+// when the input would pass the device's binding limit.
+std::vector<CaseSpec> chained_scan_level_cases(const ChainedScanShape& shape,
+                                               const std::string& profile,
+                                               const DeviceCapabilities& device);
 // The entry points the shape's passes dispatch, in order.
 std::vector<std::string> chained_scan_entry_points(const ChainedScanShape& shape);
 // The passes: clear the chain and scan the tiles, or reduce, spine and apply.

@@ -131,10 +131,7 @@ class Reduce final : public KernelDefinition {
                    std::string(op_ == ReduceOp::kMinF32 ? "The minimum" : "The maximum") +
                        " of an empty input is undefined (n = 0).");
     }
-    const std::uint64_t width = knob(schedule, kVectorWidth);
-    const std::uint64_t tile =
-        std::uint64_t{knob(schedule, kWorkgroupSize)} * knob(schedule, kItemsPerInvocation) * width;
-    const std::uint64_t workgroups = ceil_div(n, tile);
+    const std::uint64_t workgroups = ceil_div(n, tile_elements(schedule));
     const std::uint64_t input_bytes = vec4_buffer_bytes(n);
     const std::vector<std::uint32_t> params = {static_cast<std::uint32_t>(n),
                                                static_cast<std::uint32_t>(workgroups)};
@@ -188,11 +185,31 @@ class Reduce final : public KernelDefinition {
     return cases;
   }
 
+  // reduce_sum_f32's second pass adds up the partial sums WG apart: n one past WG tiles gives
+  // it WG + 1, the last holding only the last element. The profile "heavy-last" makes that
+  // element 2^24 among values in [-1, 1], so that the tolerance (n 2^-24 sum|x|) cannot hide a
+  // second pass that skips it; from 2^23 elements on it could, and there is no such case. The
+  // other reductions publish each workgroup's total with one atomic: a single level.
+  std::vector<CaseSpec> schedule_cases(const Schedule& schedule,
+                                       const DeviceCapabilities& device) const override {
+    if (op_ != ReduceOp::kSumF32) return {};
+    const std::uint64_t n = knob(schedule, kWorkgroupSize) * tile_elements(schedule) + 1;
+    if (n >= (1u << 23) || vec4_buffer_bytes(n) > device.max_storage_binding_size) return {};
+    return {
+        {"second-pass n=" + std::to_string(n) + " heavy-last", elements_problem(n), "heavy-last"}};
+  }
+
   CaseInputs make_inputs(const CaseSpec& spec, std::uint64_t seed) const override {
     std::mt19937_64 random(seed);
     CaseInputs inputs;
     inputs.problem = spec.problem;
     const std::uint64_t n = spec.problem.elements;
+    if (spec.value_profile == "heavy-last") {
+      std::vector<float> x = random_floats(n, "small", random);
+      if (!x.empty()) x.back() = 0x1p24f;
+      inputs.buffers["x"] = to_bytes(x);
+      return inputs;
+    }
     if (op_ == ReduceOp::kSumU32) {
       inputs.buffers["x"] = to_bytes(random_u32(n, spec.value_profile, random));
       return inputs;
@@ -283,6 +300,12 @@ class Reduce final : public KernelDefinition {
   }
 
  private:
+  // Elements per workgroup.
+  static std::uint64_t tile_elements(const Schedule& schedule) {
+    return std::uint64_t{knob(schedule, kWorkgroupSize)} * knob(schedule, kItemsPerInvocation) *
+           knob(schedule, kVectorWidth);
+  }
+
   ReduceOp op_;
 };
 

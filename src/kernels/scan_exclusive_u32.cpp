@@ -105,6 +105,11 @@ class ScanExclusiveU32 final : public KernelDefinition {
 
   std::string tolerance() const override { return "exact"; }
 
+  std::vector<CaseSpec> schedule_cases(const Schedule& schedule,
+                                       const DeviceCapabilities& device) const override {
+    return chained_scan_level_cases(shape(schedule), "small", device);
+  }
+
   std::vector<CaseSpec> certification_cases() const override {
     return element_cases(256, 1024, {"uniform", "small"}, 1024);
   }

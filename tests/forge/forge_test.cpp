@@ -285,6 +285,81 @@ TEST_F(ForgeCliTest, HandBrokenSourcesAreRejectedWithTheirFirstMismatch) {
   }
 }
 
+// A write one element past the output (issue 29's affine mutant), which the padding of y hid:
+// the guard after y sees it, and the rejection names the kernel, the buffer, the offset and the
+// bytes found.
+TEST_F(ForgeCliTest, AWritePastTheOutputIsRejectedWithTheGuardsBytes) {
+  fs::path source = write(
+      "stray.wgsl",
+      replace_once(default_affine_wgsl(), "if (i < params.vectors)", "if (i <= params.vectors)"));
+  CommandResult result =
+      run_cli("certify affine_f32 --seed " + std::to_string(testing::test_seed()) + " --source " +
+              source.string() + " " + cache_flag());
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_NE(result.output.find(": rejected ("), std::string::npos) << result.output;
+  for (const char* expected :
+       {"first mismatch: case 'n=", "affine_f32 writes past the end of output y (",
+        " bytes): its guard holds ", " changed bytes, the first at byte offset ", ": found ",
+        ", poison "}) {
+    EXPECT_NE(result.output.find(expected), std::string::npos) << expected << "\n" << result.output;
+  }
+}
+
+// The other mutants of issue 29, each accepted by certification while padding hid it, certified
+// as a user's source (quick cases: what screens a tuning candidate): writes one past an output
+// or a scratch buffer (the guard after it changes), reads one past an input (the poison after it
+// changes the result), and a second pass of reduce_sum_f32 that skips partial sums (the
+// schedule's second-pass case has more partials than a workgroup: 64 invocations of 2 items: 8193
+// elements).
+TEST(CertifyTest, SourcesThatStrayPastTheirBuffersOrSkipASecondLevelAreRejected) {
+  struct Mutant {
+    std::string kernel;
+    std::string schedule;
+    std::string from;
+    std::string to;
+    std::string expected;  // in the first failure
+  };
+  const std::vector<Mutant> mutants = {
+      {"gather_f32", "", "if (i < params.n)", "if (i <= params.n)",
+       "gather_f32 writes past the end of output y"},
+      {"histogram_u32", "", "if (b < params.bins) { atomicStore",
+       "if (b <= params.bins) { atomicStore", "histogram_u32 writes past the end of output counts"},
+      {"radix_sort_u32", "", "for (var d = local; d < DIGITS; d += COUNT_WG) {\n    counts",
+       "for (var d = local; d <= DIGITS; d += COUNT_WG) {\n    counts",
+       "radix_sort_u32 writes past the end of scratch counts"},
+      {"reduce_sum_f32", "", "if (i < vectors)", "if (i <= vectors)", ", expected "},
+      {"reduce_max_f32", "", "if (i < vectors)", "if (i <= vectors)", ", expected "},
+      {"reduce_sum_u32", "", "if (i < vectors)", "if (i <= vectors)", ", expected "},
+      {"gather_f32", "", "if (j < params.source_length)", "if (j <= params.source_length)",
+       ", expected 0 ("},
+      {"reduce_sum_f32", "workgroup_size=64,items_per_invocation=2",
+       "i += WG) { acc += partials[i]; }", "i += WG + 1u) { acc += partials[i]; }",
+       "case 'second-pass n=8193 heavy-last'"},
+  };
+  gpu::Device& device = testing::shared_device();
+  const std::uint64_t seed = testing::test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (rerun with WGSL_FORGE_TEST_SEED)");
+  for (const Mutant& mutant : mutants) {
+    SCOPED_TRACE(mutant.kernel + ": " + mutant.to);
+    const kernels::KernelDefinition& kernel = *kernels::find_kernel(mutant.kernel).value();
+    const Schedule schedule = kernels::parse_schedule_overrides(kernel, mutant.schedule).value();
+    forge::CertifyOptions options;
+    options.quick = true;
+    options.seed = seed;
+    options.source = replace_once(kernel.generate_wgsl(schedule), mutant.from, mutant.to);
+    Result<CertificationManifest> manifest = forge::certify(device, kernel, schedule, options);
+    ASSERT_TRUE(manifest.ok()) << manifest.error().to_string();
+    EXPECT_EQ(manifest->verdict, Verdict::kRejected);
+    const std::string failure = forge::first_failure(*manifest);
+    EXPECT_NE(failure.find(mutant.expected), std::string::npos) << failure;
+    // The generated source passes the same cases: only the mutation is rejected.
+    options.source.reset();
+    Result<CertificationManifest> generated = forge::certify(device, kernel, schedule, options);
+    ASSERT_TRUE(generated.ok()) << generated.error().to_string();
+    EXPECT_EQ(generated->verdict, Verdict::kCertified) << forge::first_failure(*generated);
+  }
+}
+
 // Where a path no user can write to (root ignores file modes) is needed: sysfs refuses new files.
 fs::path unwritable_directory(const fs::path& scratch) {
   if (::geteuid() == 0) return "/sys";

@@ -1,8 +1,9 @@
 // Every builtin kernel, with its default schedule (all certification cases, including a grid of
 // more than 65535 workgroups) and three other legal schedules drawn from the seed (the cases up
 // to 10000 elements), certified against its oracle on the real adapter (lavapipe in CI). Outputs
-// are poisoned before each run, so an element the kernel forgets fails. The same without Dawn's
-// bounds clamps, for the default and one other schedule.
+// are poisoned before each run, so an element the kernel forgets fails, and every buffer lies
+// between guards and poison (forge::PreparedKernel::run_guarded), so one it strays past fails.
+// The same without Dawn's bounds clamps, for the default and one other schedule.
 
 #include <gtest/gtest.h>
 
@@ -39,6 +40,13 @@ void expect_certified(gpu::Device& device, const KernelDefinition& kernel, const
   EXPECT_EQ(manifest->verdict, Verdict::kCertified) << forge::first_failure(*manifest);
   EXPECT_TRUE(manifest->cache_key.has_value());
   if (!quick) {
+    // The schedule's own cases (its second levels) are among those certified.
+    for (const kernels::CaseSpec& spec :
+         kernel.schedule_cases(schedule, forge::capabilities_of(device.adapter()))) {
+      EXPECT_TRUE(std::any_of(manifest->cases.begin(), manifest->cases.end(), [&](const auto& one) {
+        return one.name == spec.name;
+      })) << spec.name;
+    }
     EXPECT_TRUE(
         std::any_of(manifest->cases.begin(), manifest->cases.end(),
                     [](const auto& one) { return one.name.rfind("many-workgroups", 0) == 0; }) ||

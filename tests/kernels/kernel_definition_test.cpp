@@ -444,5 +444,56 @@ TEST(KernelCatalogTest, UndefinedProblemsAreErrorsTheCallerSees) {
   }
 }
 
+// The largest grid of `kernel`'s plan for `spec` with `schedule`.
+std::uint64_t largest_grid(const KernelDefinition& kernel, const Schedule& schedule,
+                           const kernels::CaseSpec& spec) {
+  auto plan = kernel.plan(schedule, spec.problem, large_adapter());
+  EXPECT_TRUE(plan.ok()) << spec.name;
+  std::uint64_t largest = 0;
+  if (plan.ok()) {
+    for (const kernels::PassPlan& pass : plan->passes) largest = std::max(largest, pass.workgroups);
+  }
+  return largest;
+}
+
+// Issue 29: each schedule of the space is certified just past its second level, computed from
+// the schedule: reduce_sum_f32's second pass gets one partial sum more than its workgroup adds
+// up in one step (while the tolerance can still see one skipped), the chained scan one tile more
+// than a look-back window, or than the spine's workgroup has invocations.
+TEST(KernelCatalogTest, ScheduleCasesGoJustPastEachSchedulesSecondLevel) {
+  const KernelDefinition& sum = *kernels::find_kernel("reduce_sum_f32").value();
+  std::size_t with_case = 0;
+  for (const Schedule& schedule : sum.schedule_space(large_adapter())) {
+    const std::uint64_t wg = static_cast<std::uint64_t>(*schedule.get("workgroup_size"));
+    const std::uint64_t tile =
+        wg * static_cast<std::uint64_t>(*schedule.get("items_per_invocation") *
+                                        *schedule.get("vector_width"));
+    const std::vector<kernels::CaseSpec> cases = sum.schedule_cases(schedule, large_adapter());
+    ASSERT_EQ(cases.size(), wg * tile + 1 < (1u << 23) ? 1u : 0u) << schedule.to_string();
+    if (cases.empty()) continue;
+    ++with_case;
+    EXPECT_EQ(cases[0].problem.elements, wg * tile + 1);
+    EXPECT_EQ(largest_grid(sum, schedule, cases[0]), wg + 1) << schedule.to_string();
+  }
+  EXPECT_GT(with_case, sum.schedule_space(large_adapter()).size() / 2);
+  for (const char* id : {"scan_exclusive_u32", "compact_f32"}) {
+    const KernelDefinition& kernel = *kernels::find_kernel(id).value();
+    for (const Schedule& schedule : kernel.schedule_space(large_adapter())) {
+      const std::uint64_t wg = static_cast<std::uint64_t>(*schedule.get("workgroup_size"));
+      const std::uint64_t window =
+          *schedule.get("passes") == 3 ? wg
+          : *schedule.get("use_subgroups") == 1
+              ? 32
+              : std::min<std::uint64_t>(
+                    wg, static_cast<std::uint64_t>(*schedule.get("look_back_window")));
+      const std::vector<kernels::CaseSpec> cases = kernel.schedule_cases(schedule, large_adapter());
+      ASSERT_EQ(cases.size(), 1u) << id << " " << schedule.to_string();
+      EXPECT_EQ(largest_grid(kernel, schedule, cases[0]),
+                window + (*schedule.get("passes") == 3 ? 1 : 2))
+          << id << " " << schedule.to_string();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace wgsl_forge

@@ -32,6 +32,10 @@ class DelegatingKernel : public kernels::KernelDefinition {
   std::vector<kernels::CaseSpec> certification_cases() const override {
     return base_.certification_cases();
   }
+  std::vector<kernels::CaseSpec> schedule_cases(
+      const Schedule& schedule, const kernels::DeviceCapabilities& device) const override {
+    return base_.schedule_cases(schedule, device);
+  }
   kernels::CaseInputs make_inputs(const kernels::CaseSpec& spec,
                                   std::uint64_t seed) const override {
     return base_.make_inputs(spec, seed);
