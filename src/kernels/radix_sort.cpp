@@ -33,8 +33,8 @@
 //
 // With one_sweep (1) the sort is 2 + 32 / digit_bits passes (6 with 8-bit digits, against 20),
 // after Onesweep (Adinets and Merrill, 2022):
-//   sweep_clear       one workgroup zeroes `histograms` (each round's digit totals and tile
-//                     counter);
+//   sweep_clear       one workgroup zeroes `counts`, which holds each round's tile counter and
+//                     digit totals here;
 //   digit_histograms  reads the keys once and counts every round's digits (workgroup-private
 //                     counters, then one global atomic per non-zero counter); it also zeroes the
 //                     first round's look-back words;
@@ -47,7 +47,8 @@
 //                     invocation per digit), publishes its inclusive prefix, and writes its keys
 //                     (and values, moved by the same ranks) to their places. It also zeroes its
 //                     look-back words of the next round.
-// The look-back words alternate between two regions of `chain` by round: round r's scatter
+// The look-back words (`block_sums` here: each tile's published digit sums) alternate between
+// two regions by round: round r's scatter
 // zeroes region (r + 1) % 2, which round r - 1 used and round r + 1 will use.
 // A look-back word is a 2-bit flag (0: nothing yet, aggregate, inclusive prefix) above a 30-bit
 // count, stored and loaded as one atomic, so a reader never sees a flag with another value's
@@ -125,18 +126,15 @@ class RadixSort final : public KernelDefinition {
   Status check_resources(const Schedule& schedule, const DeviceCapabilities& device) const override;
 
   // A round reads keys_in and writes keys_out; the plan binds them to the input, the scratch
-  // buffer and the output in turn. The counts' scan (3, 4) and the one sweep's totals and
-  // look-back words (7, 8) are bound by their own path only.
+  // buffer and the output in turn. counts and block_sums hold the counts' scan or, with
+  // one_sweep, the rounds' tile counters and totals and the look-back words, atomic there (their
+  // size rules say both); the table keeps its bindings and names for every schedule.
   std::vector<WgslBinding> wgsl_bindings(const Schedule& schedule) const override {
+    const std::string scratch = one_sweep(schedule) ? "atomic<u32>" : "u32";
     std::vector<WgslBinding> table = {params_binding("Params"), storage_read(1, "keys_in", "u32"),
-                                      storage_read_write(2, "keys_out", "u32")};
-    if (one_sweep(schedule)) {
-      table.push_back(storage_read_write(7, "histograms", "atomic<u32>"));
-      table.push_back(storage_read_write(8, "chain", "atomic<u32>"));
-    } else {
-      table.push_back(storage_read_write(3, "counts", "u32"));
-      table.push_back(storage_read_write(4, "block_sums", "u32"));
-    }
+                                      storage_read_write(2, "keys_out", "u32"),
+                                      storage_read_write(3, "counts", scratch),
+                                      storage_read_write(4, "block_sums", scratch)};
     if (pairs_) {
       table.push_back(storage_read(5, "values_in", "u32"));
       table.push_back(storage_read_write(6, "values_out", "u32"));
@@ -146,24 +144,21 @@ class RadixSort final : public KernelDefinition {
 
   std::vector<BufferSpec> buffer_specs() const override {
     constexpr const char* kColumn = "n elements, at least 1";
-    std::vector<BufferSpec> specs = {{"keys", ElementType::kU32, BufferRole::kInput, kColumn},
-                                     {"sorted", ElementType::kU32, BufferRole::kOutput, kColumn},
-                                     {"scratch", ElementType::kU32, BufferRole::kScratch, kColumn},
-                                     {"counts", ElementType::kU32, BufferRole::kScratch,
-                                      "2^digit_bits * tiles elements (1 with one_sweep)"},
-                                     {"block_sums", ElementType::kU32, BufferRole::kScratch,
-                                      "the counts' scan blocks (1 with one_sweep)"}};
+    std::vector<BufferSpec> specs = {
+        {"keys", ElementType::kU32, BufferRole::kInput, kColumn},
+        {"sorted", ElementType::kU32, BufferRole::kOutput, kColumn},
+        {"scratch", ElementType::kU32, BufferRole::kScratch, kColumn},
+        {"counts", ElementType::kU32, BufferRole::kScratch,
+         "2^digit_bits * tiles elements; with one_sweep, 32 / digit_bits * (1 + 2^digit_bits) "
+         "(each round's tile counter, then each round's digit totals)"},
+        {"block_sums", ElementType::kU32, BufferRole::kScratch,
+         "the counts' scan blocks; with one_sweep, 2 * 2^digit_bits * tiles elements (the "
+         "look-back words of two rounds)"}};
     if (pairs_) {
       specs.push_back({"values", ElementType::kU32, BufferRole::kInput, kColumn});
       specs.push_back({"sorted_values", ElementType::kU32, BufferRole::kOutput, kColumn});
       specs.push_back({"scratch_values", ElementType::kU32, BufferRole::kScratch, kColumn});
     }
-    specs.push_back({"histograms", ElementType::kU32, BufferRole::kScratch,
-                     "with one_sweep, 32 / digit_bits * (1 + 2^digit_bits) elements (each "
-                     "round's tile counter, then each round's digit totals), else 1"});
-    specs.push_back({"chain", ElementType::kU32, BufferRole::kScratch,
-                     "with one_sweep, 2 * 2^digit_bits * tiles elements (the look-back words of "
-                     "two rounds), else 1"});
     return specs;
   }
 
@@ -191,9 +186,7 @@ class RadixSort final : public KernelDefinition {
         {"sorted", bytes},
         {"scratch", bytes},
         {"counts", std::max<std::uint64_t>(4, count_length * 4)},
-        {"block_sums", std::max<std::uint64_t>(4, count_blocks * 4)},
-        {"histograms", 4},
-        {"chain", 4}};
+        {"block_sums", std::max<std::uint64_t>(4, count_blocks * 4)}};
     if (pairs_) {
       sizes.insert({{"values", bytes}, {"sorted_values", bytes}, {"scratch_values", bytes}});
     }
@@ -361,10 +354,8 @@ Result<DispatchPlan> RadixSort::one_sweep_plan(const Schedule& schedule,
       {"keys", bytes},
       {"sorted", bytes},
       {"scratch", bytes},
-      {"counts", 4},
-      {"block_sums", 4},
-      {"histograms", 4 * rounds * (1 + digits)},
-      {"chain", std::max<std::uint64_t>(4, 4 * 2 * digits * tiles)}};
+      {"counts", 4 * rounds * (1 + digits)},
+      {"block_sums", std::max<std::uint64_t>(4, 4 * 2 * digits * tiles)}};
   if (pairs_) {
     sizes.insert({{"values", bytes}, {"sorted_values", bytes}, {"scratch_values", bytes}});
   }
@@ -378,7 +369,7 @@ Result<DispatchPlan> RadixSort::one_sweep_plan(const Schedule& schedule,
   // Every pass binds the whole table; the counting passes, the first round's buffers.
   for (std::uint32_t round = 0; round < rounds; ++round) {
     std::map<std::uint32_t, std::string> buffers = round_buffers(round);
-    buffers.insert({{7, "histograms"}, {8, "chain"}});
+    buffers.insert({{3, "counts"}, {4, "block_sums"}});
     if (round == 0) {
       plan.passes.push_back({"sweep_clear", 1, buffers, params(0)});
       plan.passes.push_back({"digit_histograms", histogram_groups, buffers, params(0)});
@@ -876,13 +867,13 @@ const char* const kSweepParamsWgsl = R"(
 struct Params { n: u32, tiles: u32, shift: u32, round: u32, histogram_groups: u32 }
 )";
 
-// histograms[r]: round r's next tile to claim; histograms[ROUNDS + r * DIGITS + d]: the keys
-// whose digit of round r is d. Both count up from the zeroes of sweep_clear.
+// counts[r]: round r's next tile to claim; counts[ROUNDS + r * DIGITS + d]: the keys whose
+// digit of round r is d. Both count up from the zeroes of sweep_clear.
 const char* const kSweepCountingWgsl = R"(
 @compute @workgroup_size(HIST_WG)
 fn sweep_clear(@builtin(local_invocation_index) local: u32) {
   for (var w = local; w < ROUNDS + ROUNDS * DIGITS; w += HIST_WG) {
-    atomicStore(&histograms[w], 0u);
+    atomicStore(&counts[w], 0u);
   }
 }
 
@@ -902,7 +893,7 @@ fn digit_histograms(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups
   for (var w = local; w < ROUNDS * DIGITS; w += HIST_WG) { atomicStore(&round_counts[w], 0u); }
   let invocations = params.histogram_groups * HIST_WG;
   for (var i = g * HIST_WG + local; i < params.tiles * DIGITS; i += invocations) {
-    atomicStore(&chain[i], 0u);
+    atomicStore(&block_sums[i], 0u);
   }
   workgroupBarrier();
   let last = max(params.n, 1u) - 1u;
@@ -922,13 +913,13 @@ fn digit_histograms(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups
   workgroupBarrier();
   for (var w = local; w < ROUNDS * DIGITS; w += HIST_WG) {
     let count = atomicLoad(&round_counts[w]);
-    if (count != 0u) { atomicAdd(&histograms[ROUNDS + w], count); }
+    if (count != 0u) { atomicAdd(&counts[ROUNDS + w], count); }
   }
 }
 )";
 
 // The scatter's tile, each digit's first output place, and the decoupled look-back.
-// chain[(round % 2) * tiles * DIGITS + t * DIGITS + d] is tile t's word for digit d: a flag in
+// block_sums[(round % 2) * tiles * DIGITS + t * DIGITS + d] is tile t's word for digit d: a flag in
 // the top 2 bits (0 while nothing is published) over a 30-bit count. One word, stored and loaded
 // whole, so a reader sees a flag only with the count published with it, whatever the order in
 // which other words become visible (no 64-bit atomics are needed, nor the two half-words of
@@ -955,7 +946,7 @@ fn chain_word(round: u32, tile: u32, d: u32) -> u32 {
 // The next tile of the round, from its counter: every earlier tile was claimed by a workgroup
 // that already runs.
 fn claim_tile(local: u32) -> u32 {
-  if (local == 0u) { claimed_tile = atomicAdd(&histograms[params.round], 1u); }
+  if (local == 0u) { claimed_tile = atomicAdd(&counts[params.round], 1u); }
   return workgroupUniformLoad(&claimed_tile);
 }
 
@@ -965,18 +956,18 @@ fn claim_tile(local: u32) -> u32 {
 // in the previous round), and so is the look-back's state.
 fn start_tile(tile: u32, local: u32) {
   let d = min(local, DIGITS - 1u);
-  let total = select(0u, atomicLoad(&histograms[ROUNDS + params.round * DIGITS + d]), local < DIGITS);
+  let total = select(0u, atomicLoad(&counts[ROUNDS + params.round * DIGITS + d]), local < DIGITS);
   let start = workgroup_exclusive_scan(total, local).x;
   if (local < DIGITS) {
     tile_start[local] = start;
     atomicStore(&stuck_counts[local], 0u);
-    if (params.round + 1u < ROUNDS) { atomicStore(&chain[chain_word(params.round + 1u, tile, local)], 0u); }
+    if (params.round + 1u < ROUNDS) { atomicStore(&block_sums[chain_word(params.round + 1u, tile, local)], 0u); }
   }
   if (local == 0u) { atomicStore(&stuck_tile, 0u); }
 }
 
 fn publish(tile: u32, d: u32, flag: u32, count: u32) {
-  atomicStore(&chain[chain_word(params.round, tile, d)], flag | (count & COUNT_MASK));
+  atomicStore(&block_sums[chain_word(params.round, tile, d)], flag | (count & COUNT_MASK));
 }
 
 // Invocation d < DIGITS publishes the tile's count of digit d (tile 0: already its prefix).
@@ -1007,7 +998,7 @@ fn look_back(tile: u32, local: u32) -> u32 {
   loop {
     var spins = 0u;
     while (!done && spins < SPINS) {
-      let word = atomicLoad(&chain[chain_word(params.round, next - 1u, local)]);
+      let word = atomicLoad(&block_sums[chain_word(params.round, next - 1u, local)]);
       if ((word & FLAG_MASK) == 0u) {
         spins += 1u;
         continue;
