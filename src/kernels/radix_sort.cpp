@@ -254,8 +254,25 @@ class RadixSort final : public KernelDefinition {
 
   // The H200's (driver 580.159.04) budget-24 winner for keys, 21.9 G keys/s with revision 4, and
   // the fastest timed for pairs (docs/performance.md).
+  // Then one-sweep schedules certified on lavapipe (all cases), not yet timed on the H200: the
+  // same tile, and for keys a wider one (CUB's H200 tile, 384 x 20, fits the H200's 48 KiB but
+  // not lavapipe's 32, so it is left to the tuner's space).
   std::vector<std::string> starting_points() const override {
-    return {"digit_bits=8,keys_per_invocation=16,use_subgroups=1,workgroup_size=256"};
+    std::vector<std::string> points = {
+        "digit_bits=8,keys_per_invocation=16,use_subgroups=1,workgroup_size=256"};
+    if (pairs_) {
+      points.push_back(
+          "digit_bits=8,keys_per_invocation=8,one_sweep=1,use_subgroups=1,"
+          "workgroup_size=256");
+    } else {
+      points.push_back(
+          "digit_bits=8,keys_per_invocation=16,one_sweep=1,use_subgroups=1,"
+          "workgroup_size=256");
+      points.push_back(
+          "digit_bits=8,keys_per_invocation=16,one_sweep=1,use_subgroups=1,"
+          "workgroup_size=384");
+    }
+    return points;
   }
 
   Problem tuning_problem(bool cpu_adapter) const override {
