@@ -48,8 +48,11 @@
 //                     (and values, moved by the same ranks) to their places. It also zeroes its
 //                     look-back words of the next round.
 // The look-back words (`block_sums` here: each tile's published digit sums) alternate between
-// two regions by round: round r's scatter
-// zeroes region (r + 1) % 2, which round r - 1 used and round r + 1 will use.
+// two regions by round: round r's scatter zeroes region (r + 1) % 2, which round r - 1 used and
+// round r + 1 will use. Rounds alternate buffers as above, so the input is never written.
+// The look-back's fallback (look_back in kSweepLookBackWgsl) is cooperative: when some digits
+// gave up on a predecessor, the whole workgroup counts the nearest such predecessor's keys, and
+// the digits waiting for it walk on.
 // A look-back word is a 2-bit flag (0: nothing yet, aggregate, inclusive prefix) above a 30-bit
 // count, stored and loaded as one atomic, so a reader never sees a flag with another value's
 // count; a count is at most n, and the plan refuses n >= 2^30 (4-byte keys of a binding of at
