@@ -30,8 +30,41 @@
 //      unrolled (unrolled_loop), so that Dawn's bounds clamps are not needed on their indices.
 // Past the end of the input, the last tile's keys read as 0xffffffff: they rank after every real
 // key of the last digit, and are not written.
+//
+// With one_sweep (1) the sort is 2 + 32 / digit_bits passes (6 with 8-bit digits, against 20),
+// after Onesweep (Adinets and Merrill, 2022):
+//   sweep_clear       one workgroup zeroes `counts`, which holds each round's tile counter and
+//                     digit totals here;
+//   digit_histograms  reads the keys once and counts every round's digits (workgroup-private
+//                     counters, then one global atomic per non-zero counter); it also zeroes the
+//                     first round's look-back words;
+//   scatter           once per round: each workgroup claims the next tile from the round's
+//                     counter (so its predecessors were all claimed by workgroups that already
+//                     run), takes each digit's first output place from an exclusive scan of the
+//                     round's totals (every workgroup scans them again: DIGITS values), ranks its
+//                     keys as above, publishes its count of each digit (the aggregate), finds
+//                     each digit's count over all earlier tiles by decoupled look-back (one
+//                     invocation per digit), publishes its inclusive prefix, and writes its keys
+//                     (and values, moved by the same ranks) to their places. It also zeroes its
+//                     look-back words of the next round.
+// The look-back words (`block_sums` here: each tile's published digit sums) alternate between
+// two regions by round: round r's scatter zeroes region (r + 1) % 2, which round r - 1 used and
+// round r + 1 will use. Rounds alternate buffers as above, so the input is never written.
+// The look-back's fallback (look_back in kSweepLookBackWgsl) is cooperative: when some digits
+// gave up on a predecessor, the whole workgroup counts the nearest such predecessor's keys, and
+// the digits waiting for it walk on.
+// A look-back word is a 2-bit flag (0: nothing yet, aggregate, inclusive prefix) above a 30-bit
+// count, stored and loaded as one atomic, so a reader never sees a flag with another value's
+// count; a count is at most n, and the plan refuses n >= 2^30 (4-byte keys of a binding of at
+// most 4 GiB number fewer anyway). WGSL promises no forward progress between workgroups, so no
+// invocation waits without bound: after kSpins polls of a predecessor that published nothing, the
+// workgroup counts that predecessor's digits from the input itself (the fallback of decoupled
+// look-back), which is correct because a round's input is not written during its pass.
+//
 // Knobs: workgroup_size, keys_per_invocation, digit_bits (2, 4, or 8 with subgroups),
-// use_subgroups.
+// use_subgroups, one_sweep. Tiles that are not a power of two (workgroup_size 384,
+// keys_per_invocation 12 or 20, as CUB's 384 x 20 on the H200) need one_sweep: digit_count's
+// chunks of 16 keys divide only power-of-two tiles.
 //
 // Oracle: std::stable_sort; exact, plus explicit checks that the output is ascending, is a
 // permutation of the input, and (for pairs) keeps equal keys in input order.
@@ -50,12 +83,31 @@ using namespace support;
 constexpr std::uint32_t kCountScanItems = 4;
 
 const KnobSpec kWorkgroupSize{
-    "workgroup_size", "invocations per workgroup", {64, 128, 256, 512}, 128};
+    "workgroup_size", "invocations per workgroup", {64, 128, 256, 384, 512}, 128};
 const KnobSpec kKeysPerInvocation{
-    "keys_per_invocation", "keys per invocation and tile", {1, 2, 4, 8, 16}, 4};
+    "keys_per_invocation", "keys per invocation and tile", {1, 2, 4, 8, 12, 16, 20}, 4};
 const KnobSpec kDigitBits{"digit_bits", "bits sorted per round", {2, 4, 8}, 4};
 const KnobSpec kUseSubgroups{
     "use_subgroups", "rank with subgroup ballots and stage the tile", {0, 1}, 0};
+const KnobSpec kOneSweep{
+    "one_sweep",
+    "count every round's digits once, then one scatter per round with look-back",
+    {0, 1},
+    0};
+
+// The one-sweep passes' constants: digit_histograms runs in workgroups of kHistogramWorkgroup
+// invocations, each loading kHistogramChunk keys at once, in at most kHistogramGroups
+// workgroups (about what the H200 keeps resident), which bounds its global atomics to
+// kHistogramGroups * 32 / digit_bits * 2^digit_bits. kSpins: polls of a predecessor before the
+// workgroup counts it from the input.
+constexpr std::uint32_t kHistogramWorkgroup = 256;
+constexpr std::uint32_t kHistogramChunk = 8;
+constexpr std::uint64_t kHistogramGroups = 1024;
+constexpr std::uint32_t kSpins = 128;
+// Look-back words keep 30-bit counts.
+constexpr std::uint64_t kMaxSweepKeys = (std::uint64_t{1} << 30) - 1;
+
+bool one_sweep(const Schedule& schedule) { return knob(schedule, kOneSweep) == 1; }
 
 class RadixSort final : public KernelDefinition {
  public:
@@ -64,25 +116,28 @@ class RadixSort final : public KernelDefinition {
   std::string_view id() const override {
     return pairs_ ? "radix_sort_pairs_u32" : "radix_sort_u32";
   }
-  std::uint32_t revision() const override { return 4; }
+  std::uint32_t revision() const override { return 5; }
   std::string_view summary() const override {
     return pairs_ ? "stable ascending sort of u32 keys carrying u32 values"
                   : "ascending sort of u32 keys";
   }
 
   std::vector<KnobSpec> knobs() const override {
-    return {kWorkgroupSize, kKeysPerInvocation, kDigitBits, kUseSubgroups};
+    return {kWorkgroupSize, kKeysPerInvocation, kDigitBits, kUseSubgroups, kOneSweep};
   }
 
   Status check_resources(const Schedule& schedule, const DeviceCapabilities& device) const override;
 
   // A round reads keys_in and writes keys_out; the plan binds them to the input, the scratch
-  // buffer and the output in turn.
-  std::vector<WgslBinding> wgsl_bindings(const Schedule&) const override {
+  // buffer and the output in turn. counts and block_sums hold the counts' scan or, with
+  // one_sweep, the rounds' tile counters and totals and the look-back words, atomic there (their
+  // size rules say both); the table keeps its bindings and names for every schedule.
+  std::vector<WgslBinding> wgsl_bindings(const Schedule& schedule) const override {
+    const std::string scratch = one_sweep(schedule) ? "atomic<u32>" : "u32";
     std::vector<WgslBinding> table = {params_binding("Params"), storage_read(1, "keys_in", "u32"),
                                       storage_read_write(2, "keys_out", "u32"),
-                                      storage_read_write(3, "counts", "u32"),
-                                      storage_read_write(4, "block_sums", "u32")};
+                                      storage_read_write(3, "counts", scratch),
+                                      storage_read_write(4, "block_sums", scratch)};
     if (pairs_) {
       table.push_back(storage_read(5, "values_in", "u32"));
       table.push_back(storage_read_write(6, "values_out", "u32"));
@@ -96,8 +151,12 @@ class RadixSort final : public KernelDefinition {
         {"keys", ElementType::kU32, BufferRole::kInput, kColumn},
         {"sorted", ElementType::kU32, BufferRole::kOutput, kColumn},
         {"scratch", ElementType::kU32, BufferRole::kScratch, kColumn},
-        {"counts", ElementType::kU32, BufferRole::kScratch, "2^digit_bits * tiles elements"},
-        {"block_sums", ElementType::kU32, BufferRole::kScratch, "the counts' scan blocks"}};
+        {"counts", ElementType::kU32, BufferRole::kScratch,
+         "2^digit_bits * tiles elements; with one_sweep, 32 / digit_bits * (1 + 2^digit_bits) "
+         "(each round's tile counter, then each round's digit totals)"},
+        {"block_sums", ElementType::kU32, BufferRole::kScratch,
+         "the counts' scan blocks; with one_sweep, 2 * 2^digit_bits * tiles elements (the "
+         "look-back words of two rounds)"}};
     if (pairs_) {
       specs.push_back({"values", ElementType::kU32, BufferRole::kInput, kColumn});
       specs.push_back({"sorted_values", ElementType::kU32, BufferRole::kOutput, kColumn});
@@ -106,7 +165,8 @@ class RadixSort final : public KernelDefinition {
     return specs;
   }
 
-  std::vector<std::string> entry_points(const Schedule&) const override {
+  std::vector<std::string> entry_points(const Schedule& schedule) const override {
+    if (one_sweep(schedule)) return {"sweep_clear", "digit_histograms", "scatter"};
     return {"digit_count", "counts_reduce", "counts_spine", "counts_apply", "scatter"};
   }
 
@@ -114,6 +174,7 @@ class RadixSort final : public KernelDefinition {
 
   Result<DispatchPlan> plan(const Schedule& schedule, const Problem& problem,
                             const DeviceCapabilities&) const override {
+    if (one_sweep(schedule)) return one_sweep_plan(schedule, problem);
     const std::uint64_t n = problem.elements;
     const std::uint32_t wg = knob(schedule, kWorkgroupSize);
     const std::uint32_t bits = knob(schedule, kDigitBits);
@@ -135,14 +196,8 @@ class RadixSort final : public KernelDefinition {
     plan.buffers = make_buffer_plans(buffer_specs(), sizes);
     const std::uint32_t rounds = 32 / bits;  // even, so the last round writes "sorted"
     for (std::uint32_t round = 0; round < rounds; ++round) {
-      const bool even = round % 2 == 0;
-      const std::string source = round == 0 ? "keys" : (even ? "sorted" : "scratch");
-      std::map<std::uint32_t, std::string> buffers = {
-          {1, source}, {2, even ? "scratch" : "sorted"}, {3, "counts"}, {4, "block_sums"}};
-      if (pairs_) {
-        buffers[5] = round == 0 ? "values" : (even ? "sorted_values" : "scratch_values");
-        buffers[6] = even ? "scratch_values" : "sorted_values";
-      }
+      std::map<std::uint32_t, std::string> buffers = round_buffers(round);
+      buffers.insert({{3, "counts"}, {4, "block_sums"}});
       const std::vector<std::uint32_t> params = {
           static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(tiles), round * bits,
           static_cast<std::uint32_t>(count_length), static_cast<std::uint32_t>(count_blocks)};
@@ -202,8 +257,25 @@ class RadixSort final : public KernelDefinition {
 
   // The H200's (driver 580.159.04) budget-24 winner for keys, 21.9 G keys/s with revision 4, and
   // the fastest timed for pairs (docs/performance.md).
+  // Then one-sweep schedules certified on lavapipe (all cases), not yet timed on the H200: the
+  // same tile, and for keys a wider one (CUB's H200 tile, 384 x 20, fits the H200's 48 KiB but
+  // not lavapipe's 32, so it is left to the tuner's space).
   std::vector<std::string> starting_points() const override {
-    return {"digit_bits=8,keys_per_invocation=16,use_subgroups=1,workgroup_size=256"};
+    std::vector<std::string> points = {
+        "digit_bits=8,keys_per_invocation=16,use_subgroups=1,workgroup_size=256"};
+    if (pairs_) {
+      points.push_back(
+          "digit_bits=8,keys_per_invocation=8,one_sweep=1,use_subgroups=1,"
+          "workgroup_size=256");
+    } else {
+      points.push_back(
+          "digit_bits=8,keys_per_invocation=16,one_sweep=1,use_subgroups=1,"
+          "workgroup_size=256");
+      points.push_back(
+          "digit_bits=8,keys_per_invocation=16,one_sweep=1,use_subgroups=1,"
+          "workgroup_size=384");
+    }
+    return points;
   }
 
   Problem tuning_problem(bool cpu_adapter) const override {
@@ -213,8 +285,13 @@ class RadixSort final : public KernelDefinition {
   }
 
  private:
+  Result<DispatchPlan> one_sweep_plan(const Schedule& schedule, const Problem& problem) const;
+  std::map<std::uint32_t, std::string> round_buffers(std::uint32_t round) const;
   std::uint64_t workgroup_bytes(const Schedule& schedule) const;
+  std::uint64_t one_sweep_workgroup_bytes(const Schedule& schedule) const;
   std::string subgroup_ranked_scatter_wgsl(const Schedule& schedule) const;
+  std::string invocation_ranked_scatter_wgsl(const Schedule& schedule) const;
+  std::string one_sweep_wgsl(const Schedule& schedule) const;
 
   bool pairs_;
 };
@@ -227,17 +304,99 @@ std::uint32_t subgroup_counter_words(const Schedule& schedule) {
   return (knob(schedule, kWorkgroupSize) / kMinSubgroup) * ((1u << knob(schedule, kDigitBits)) / 2);
 }
 
-std::uint64_t RadixSort::workgroup_bytes(const Schedule& schedule) const {
+std::uint32_t digit_count_of(const Schedule& schedule) { return 1u << knob(schedule, kDigitBits); }
+std::uint32_t rounds_of(const Schedule& schedule) { return 32 / knob(schedule, kDigitBits); }
+std::uint64_t tile_keys(const Schedule& schedule) {
+  return std::uint64_t{knob(schedule, kWorkgroupSize)} * knob(schedule, kKeysPerInvocation);
+}
+
+// The scatter's ranking: per invocation, the digits' prefixes over the invocations plus each
+// digit's output start; with subgroups, the counters or the staged tile, each digit's base and
+// start, the subgroups' sums and the staged values.
+std::uint64_t ranking_bytes(const Schedule& schedule, bool pairs) {
   const std::uint64_t wg = knob(schedule, kWorkgroupSize);
-  const std::uint64_t digits = std::uint64_t{1} << knob(schedule, kDigitBits);
-  const std::uint64_t scan = 4 * wg;  // workgroup_exclusive_scan
-  const std::uint64_t count = 4 * digits;
-  if (knob(schedule, kUseSubgroups) == 0) return count + scan + 4 * digits * (wg + 1);
-  const std::uint64_t tile = wg * knob(schedule, kKeysPerInvocation);
+  const std::uint64_t digits = digit_count_of(schedule);
+  if (knob(schedule, kUseSubgroups) == 0) return 4 * digits * (wg + 1);
+  const std::uint64_t tile = tile_keys(schedule);
   const std::uint64_t counters = subgroup_counter_words(schedule);
   const std::uint64_t digit_group_sums = 4 * (wg / kMinSubgroup);
-  return count + scan + 4 * std::max(counters, tile) + 8 * digits + digit_group_sums +
-         (pairs_ ? 4 * tile : 0);
+  return 4 * std::max(counters, tile) + 8 * digits + digit_group_sums + (pairs ? 4 * tile : 0);
+}
+
+std::uint64_t RadixSort::workgroup_bytes(const Schedule& schedule) const {
+  if (one_sweep(schedule)) return one_sweep_workgroup_bytes(schedule);
+  const std::uint64_t scan = 4 * knob(schedule, kWorkgroupSize);  // workgroup_exclusive_scan
+  const std::uint64_t count = 4 * digit_count_of(schedule);       // digit_count's tile_counts
+  return count + scan + ranking_bytes(schedule, pairs_);
+}
+
+// Each entry point declares its own: the scatter's scan, ranking and look-back state (the
+// fallback's counts, the claimed and the stuck tile and its copy), or digit_histograms' counters of
+// every round.
+std::uint64_t RadixSort::one_sweep_workgroup_bytes(const Schedule& schedule) const {
+  const std::uint64_t scan = 4 * knob(schedule, kWorkgroupSize);
+  const std::uint64_t look_back = 4 * digit_count_of(schedule) + 12;
+  const std::uint64_t histograms =
+      4 * std::uint64_t{rounds_of(schedule)} * digit_count_of(schedule);
+  return std::max(scan + ranking_bytes(schedule, pairs_) + look_back, histograms);
+}
+
+std::map<std::uint32_t, std::string> RadixSort::round_buffers(std::uint32_t round) const {
+  const bool even = round % 2 == 0;
+  std::map<std::uint32_t, std::string> buffers = {
+      {1, round == 0 ? "keys" : (even ? "sorted" : "scratch")}, {2, even ? "scratch" : "sorted"}};
+  if (pairs_) {
+    buffers[5] = round == 0 ? "values" : (even ? "sorted_values" : "scratch_values");
+    buffers[6] = even ? "scratch_values" : "sorted_values";
+  }
+  return buffers;
+}
+
+// sweep_clear, digit_histograms, then one scatter per round (see the file comment). The uniform
+// words: n, tiles, the round's shift, the round, digit_histograms' workgroups.
+Result<DispatchPlan> RadixSort::one_sweep_plan(const Schedule& schedule,
+                                               const Problem& problem) const {
+  const std::uint64_t n = problem.elements;
+  if (n > kMaxSweepKeys) {
+    return Error(ErrorKind::kInvalidInput,
+                 "Knob one_sweep (1) sorts at most 2^30 - 1 keys, whose counts fit its 30-bit "
+                 "look-back words; the problem has " +
+                     std::to_string(n) + ".");
+  }
+  const std::uint32_t bits = knob(schedule, kDigitBits);
+  const std::uint64_t digits = digit_count_of(schedule);
+  const std::uint32_t rounds = rounds_of(schedule);  // even, so the last round writes "sorted"
+  const std::uint64_t tiles = ceil_div(n, tile_keys(schedule));
+  const std::uint64_t histogram_groups = std::clamp<std::uint64_t>(
+      ceil_div(n, std::uint64_t{kHistogramWorkgroup} * kHistogramChunk), 1, kHistogramGroups);
+  const std::uint64_t bytes = std::max<std::uint64_t>(4, n * 4);
+  std::map<std::string, std::uint64_t> sizes = {
+      {"keys", bytes},
+      {"sorted", bytes},
+      {"scratch", bytes},
+      {"counts", 4 * rounds * (1 + digits)},
+      {"block_sums", std::max<std::uint64_t>(4, 4 * 2 * digits * tiles)}};
+  if (pairs_) {
+    sizes.insert({{"values", bytes}, {"sorted_values", bytes}, {"scratch_values", bytes}});
+  }
+  DispatchPlan plan;
+  plan.buffers = make_buffer_plans(buffer_specs(), sizes);
+  const auto params = [&](std::uint32_t round) {
+    return std::vector<std::uint32_t>{static_cast<std::uint32_t>(n),
+                                      static_cast<std::uint32_t>(tiles), round * bits, round,
+                                      static_cast<std::uint32_t>(histogram_groups)};
+  };
+  // Every pass binds the whole table; the counting passes, the first round's buffers.
+  for (std::uint32_t round = 0; round < rounds; ++round) {
+    std::map<std::uint32_t, std::string> buffers = round_buffers(round);
+    buffers.insert({{3, "counts"}, {4, "block_sums"}});
+    if (round == 0) {
+      plan.passes.push_back({"sweep_clear", 1, buffers, params(0)});
+      plan.passes.push_back({"digit_histograms", histogram_groups, buffers, params(0)});
+    }
+    plan.passes.push_back({"scatter", tiles, buffers, params(round)});
+  }
+  return plan;
 }
 
 Status RadixSort::check_resources(const Schedule& schedule,
@@ -254,14 +413,35 @@ Status RadixSort::check_resources(const Schedule& schedule,
                                                " invocations; the adapter's smallest has " +
                                                std::to_string(device.subgroup_min_size) + ".");
   }
+  const std::uint64_t tile = tile_keys(schedule);
+  if (!one_sweep(schedule) && (tile & (tile - 1)) != 0) {
+    return Error(ErrorKind::kInvalidInput,
+                 "Knobs workgroup_size (" + std::to_string(knob(schedule, kWorkgroupSize)) +
+                     ") and keys_per_invocation (" +
+                     std::to_string(knob(schedule, kKeysPerInvocation)) + ") make tiles of " +
+                     std::to_string(tile) +
+                     " keys, which need one_sweep (1): digit_count's chunks divide only "
+                     "power-of-two tiles.");
+  }
+  if (one_sweep(schedule) && knob(schedule, kWorkgroupSize) < digit_count_of(schedule)) {
+    return Error(ErrorKind::kInvalidInput,
+                 "Knob one_sweep (1) needs a workgroup_size (" +
+                     std::to_string(knob(schedule, kWorkgroupSize)) +
+                     ") of at least 2^digit_bits (" + std::to_string(digit_count_of(schedule)) +
+                     ") invocations: one invocation looks back per digit.");
+  }
   const std::uint64_t bytes = workgroup_bytes(schedule);
   if (bytes > device.max_workgroup_storage_size) {
+    const std::string last_knobs =
+        one_sweep(schedule)
+            ? ", use_subgroups (" + std::to_string(knob(schedule, kUseSubgroups)) +
+                  ") and one_sweep (1)"
+            : " and use_subgroups (" + std::to_string(knob(schedule, kUseSubgroups)) + ")";
     return Error(ErrorKind::kInvalidInput,
                  "Knobs workgroup_size (" + std::to_string(knob(schedule, kWorkgroupSize)) +
                      "), keys_per_invocation (" +
                      std::to_string(knob(schedule, kKeysPerInvocation)) + "), digit_bits (" +
-                     std::to_string(knob(schedule, kDigitBits)) + ") and use_subgroups (" +
-                     std::to_string(knob(schedule, kUseSubgroups)) + ") need " +
+                     std::to_string(knob(schedule, kDigitBits)) + ")" + last_knobs + " need " +
                      std::to_string(bytes) +
                      " bytes of workgroup memory, more than maxComputeWorkgroupStorageSize (" +
                      std::to_string(device.max_workgroup_storage_size) + ").");
@@ -279,15 +459,17 @@ const char* const kParamsWgsl = R"(
 struct Params { n: u32, tiles: u32, shift: u32, count_length: u32, count_blocks: u32 }
 )";
 
-// The digit of a key this round, and the reduce-then-scan of the counts in blocks of
-// WG * SCAN_ITEMS (each invocation takes SCAN_ITEMS consecutive counts), as three entry points
-// that never wait on another workgroup:
+// The digit of a key this round.
+const char* const kDigitWgsl = R"(
+fn digit(key: u32) -> u32 { return (key >> params.shift) & (DIGITS - 1u); }
+)";
+
+// The reduce-then-scan of the counts in blocks of WG * SCAN_ITEMS (each invocation takes
+// SCAN_ITEMS consecutive counts), as three entry points that never wait on another workgroup:
 //   counts_reduce  block b: block_sums[b] = the block's sum;
 //   counts_spine   one workgroup: exclusive scan of block_sums in place;
 //   counts_apply   block b: every count becomes its exclusive prefix.
 const char* const kCountsScanWgsl = R"(
-fn digit(key: u32) -> u32 { return (key >> params.shift) & (DIGITS - 1u); }
-
 @compute @workgroup_size(WG)
 fn counts_reduce(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
                  @builtin(local_invocation_index) local: u32) {
@@ -456,15 +638,22 @@ fn staged_value(place: u32) -> u32 { return ranked_values[place]; }
 )";
 
 // Invocation `local` owns keys [first, first + KPI) of the tile, in order; digit_prefix[d * WG +
-// local] becomes the number of digit-d keys owned by earlier invocations.
-const char* const kInvocationRankedScatterWgsl = R"(
+// local] becomes the number of digit-d keys owned by earlier invocations. The entry point in
+// steps: the tile is the workgroup's (kWorkgroupTileWgsl) or claimed (kClaimedTileWgsl); each
+// digit's output start comes from the counts' scan (kCountedStartWgsl) or the look-back
+// (kInvocationLookBackWgsl).
+const char* const kInvocationScatterHeadWgsl = R"(
 var<workgroup> digit_prefix: array<u32, DIGITS * WG>;
 
 @compute @workgroup_size(WG)
 fn scatter(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
            @builtin(local_invocation_index) local: u32) {
-  let tile = linear_workgroup(group, groups);
-  let first = tile * (WG * KPI) + local * KPI;
+)";
+
+const char* const kWorkgroupTileWgsl = R"(  let tile = linear_workgroup(group, groups);
+)";
+
+const char* const kInvocationRankingWgsl = R"(  let first = tile * (WG * KPI) + local * KPI;
   var keys = array<u32, KPI>();
   var values = array<u32, KPI>();
   var mine = array<u32, DIGITS>();
@@ -487,12 +676,16 @@ fn scatter(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups:
     for (var d = 0u; d < DIGITS; d++) { digit_prefix[d * WG + local] += adds[d]; }
     workgroupBarrier();
   }
-  if (tile >= params.tiles) { return; }
+)";
+
+const char* const kCountedStartWgsl = R"(  if (tile >= params.tiles) { return; }
   var next = array<u32, DIGITS>();
   for (var d = 0u; d < DIGITS; d++) {
     next[d] = counts[d * params.tiles + tile] + digit_prefix[d * WG + local] - mine[d];
   }
-  for (var j = 0u; j < KPI; j++) {
+)";
+
+const char* const kInvocationScatterTailWgsl = R"(  for (var j = 0u; j < KPI; j++) {
     if (first + j < params.n) {
       let d = digit(keys[j]);
       keys_out[next[d]] = keys[j];
@@ -565,14 +758,23 @@ fn scatter(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups:
            @builtin(local_invocation_index) local: u32,
            @builtin(subgroup_invocation_id) lane: u32,
            @builtin(subgroup_size) sg: u32) {
-  let tile = linear_workgroup(group, groups);
+)";
+
+const char* const kSubgroupWorkgroupTileWgsl = R"(  let tile = linear_workgroup(group, groups);
   if (tile >= params.tiles) { return; }
-  let subgroup = local / sg;
+)";
+
+const char* const kSubgroupCountersWgsl = R"(  let subgroup = local / sg;
   for (var w = local; w < COUNTER_WORDS; w += WG) { atomicStore(&ranked[w], 0u); }
   workgroupBarrier();
-  // The tile's output bases are read now, so that their latency passes during the ranking.
+)";
+
+const char* const kCountedTileStartWgsl =
+    R"(  // The tile's output bases are read now, so that their latency passes during the ranking.
   for (var d = local; d < DIGITS; d += WG) { tile_start[d] = counts[d * params.tiles + tile]; }
-  let run = tile * (WG * KPI) + subgroup * sg * KPI;
+)";
+
+const char* const kSubgroupLoadsWgsl = R"(  let run = tile * (WG * KPI) + subgroup * sg * KPI;
   let below = lanes_below(lane);
   // Every key is loaded before the ranking, clamped and selected rather than guarded by a
   // branch: ballots follow.
@@ -614,7 +816,7 @@ const char* const kRankSlotWgsl = R"(    let d = digit(keys[j]);
     places[j] = subgroupShuffle(before, leader) + rank;
 )";
 
-const char* const kDigitScansWgsl = R"(  workgroupBarrier();
+const char* const kSubgroupScanWgsl = R"(  workgroupBarrier();
   // Exclusive scan over the subgroups, two digits per word: each half stays below 2^16.
   let subgroups = WG / sg;
   for (var q = local; q < WORDS; q += WG) {
@@ -628,7 +830,10 @@ const char* const kDigitScansWgsl = R"(  workgroupBarrier();
     digit_base[2u * q + 1u] = running >> 16u;
   }
   workgroupBarrier();
-  // Exclusive scan over the digits: invocation t owns digits [t PER, t PER + PER). A subgroup
+)";
+
+const char* const kDigitScanWgsl =
+    R"(  // Exclusive scan over the digits: invocation t owns digits [t PER, t PER + PER). A subgroup
   // scan and one barrier, where a workgroup scan takes 2 log2(WG) + 2; the sums are read by
   // a select, not a branch, since a subgroup scan follows.
   var owned = 0u;
@@ -676,16 +881,248 @@ const char* const kSubgroupScatterTailWgsl = R"(  for (var d = local; d < DIGITS
 }
 )";
 
-std::vector<WgslConstant> radix_constants(const Schedule& schedule) {
-  const std::uint32_t tile = knob(schedule, kWorkgroupSize) * knob(schedule, kKeysPerInvocation);
-  const std::uint32_t count_keys = tile / kCountWorkgroup;
+// --- One sweep (see the file comment) -------------------------------------------------------
+
+const char* const kSweepParamsWgsl = R"(
+struct Params { n: u32, tiles: u32, shift: u32, round: u32, histogram_groups: u32 }
+)";
+
+// counts[r]: round r's next tile to claim; counts[ROUNDS + r * DIGITS + d]: the keys whose
+// digit of round r is d. Both count up from the zeroes of sweep_clear.
+const char* const kSweepCountingWgsl = R"(
+@compute @workgroup_size(HIST_WG)
+fn sweep_clear(@builtin(local_invocation_index) local: u32) {
+  for (var w = local; w < ROUNDS + ROUNDS * DIGITS; w += HIST_WG) {
+    atomicStore(&counts[w], 0u);
+  }
+}
+
+var<workgroup> round_counts: array<atomic<u32>, ROUNDS * DIGITS>;
+
+// The digit of a key in round r (of 32 / ROUNDS bits).
+fn round_digit(key: u32, r: u32) -> u32 { return (key >> (r * (32u / ROUNDS))) & (DIGITS - 1u); }
+
+// Workgroup g counts blocks g, g + histogram_groups, ... of HIST_WG * HIST_CHUNK keys, each
+// invocation loading HIST_CHUNK keys HIST_WG apart (clamped loads: no branch) before counting
+// them, then adds its non-zero counters to the totals. It also zeroes its share of the first
+// round's look-back words (the region of round 0, tiles * DIGITS words).
+@compute @workgroup_size(HIST_WG)
+fn digit_histograms(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+                    @builtin(local_invocation_index) local: u32) {
+  let g = linear_workgroup(group, groups);
+  for (var w = local; w < ROUNDS * DIGITS; w += HIST_WG) { atomicStore(&round_counts[w], 0u); }
+  let invocations = params.histogram_groups * HIST_WG;
+  for (var i = g * HIST_WG + local; i < params.tiles * DIGITS; i += invocations) {
+    atomicStore(&block_sums[i], 0u);
+  }
+  workgroupBarrier();
+  let last = max(params.n, 1u) - 1u;
+  for (var block = g * HIST_BLOCK; block < params.n; block += params.histogram_groups * HIST_BLOCK) {
+    var keys = array<u32, HIST_CHUNK>();
+    for (var item = 0u; item < HIST_CHUNK; item++) {
+      keys[item] = keys_in[min(block + item * HIST_WG + local, last)];
+    }
+    for (var item = 0u; item < HIST_CHUNK; item++) {
+      if (block + item * HIST_WG + local < params.n) {
+        for (var r = 0u; r < ROUNDS; r++) {
+          atomicAdd(&round_counts[r * DIGITS + round_digit(keys[item], r)], 1u);
+        }
+      }
+    }
+  }
+  workgroupBarrier();
+  for (var w = local; w < ROUNDS * DIGITS; w += HIST_WG) {
+    let count = atomicLoad(&round_counts[w]);
+    if (count != 0u) { atomicAdd(&counts[ROUNDS + w], count); }
+  }
+}
+)";
+
+// The scatter's tile, each digit's first output place, and the decoupled look-back.
+// block_sums[(round % 2) * tiles * DIGITS + t * DIGITS + d] is tile t's word for digit d: a flag in
+// the top 2 bits (0 while nothing is published) over a 30-bit count. One word, stored and loaded
+// whole, so a reader sees a flag only with the count published with it, whatever the order in
+// which other words become visible (no 64-bit atomics are needed, nor the two half-words of
+// chained_scan.cpp); counts are at most n < 2^30 (the plan's limit), except in the last tile,
+// whose ranking counts its padding keys, and whose words no tile reads (look-backs read
+// predecessors only): publish masks them so that they never reach the flag.
+const char* const kSweepLookBackWgsl = R"(
+const FLAG_AGGREGATE: u32 = 0x40000000u;  // the tile's own count of the digit
+const FLAG_PREFIX: u32 = 0x80000000u;     // the count of the digit in every tile up to this one
+const FLAG_MASK: u32 = 0xc0000000u;
+const COUNT_MASK: u32 = 0x3fffffffu;
+
+var<workgroup> claimed_tile: u32;
+// 1 + the nearest predecessor some digit gave up waiting for (0: none), and that predecessor's
+// count of each digit, from the input.
+var<workgroup> stuck_tile: atomic<u32>;
+var<workgroup> stuck_counts: array<atomic<u32>, DIGITS>;
+var<workgroup> stuck_copy: u32;  // stuck_tile, for workgroupUniformLoad
+
+fn chain_word(round: u32, tile: u32, d: u32) -> u32 {
+  return (round % 2u) * params.tiles * DIGITS + tile * DIGITS + d;
+}
+
+// The next tile of the round, from its counter: every earlier tile was claimed by a workgroup
+// that already runs.
+fn claim_tile(local: u32) -> u32 {
+  if (local == 0u) { claimed_tile = atomicAdd(&counts[params.round], 1u); }
+  return workgroupUniformLoad(&claimed_tile);
+}
+
+// Call in uniform control flow, before the ranking: tile_start[d] becomes the round's first
+// output place of digit d (an exclusive scan of the round's totals, whose latency passes during
+// the ranking); the tile's words of the next round are zeroed (that region's last readers ran
+// in the previous round), and so is the look-back's state.
+fn start_tile(tile: u32, local: u32) {
+  let d = min(local, DIGITS - 1u);
+  let total = select(0u, atomicLoad(&counts[ROUNDS + params.round * DIGITS + d]), local < DIGITS);
+  let start = workgroup_exclusive_scan(total, local).x;
+  if (local < DIGITS) {
+    tile_start[local] = start;
+    atomicStore(&stuck_counts[local], 0u);
+    if (params.round + 1u < ROUNDS) { atomicStore(&block_sums[chain_word(params.round + 1u, tile, local)], 0u); }
+  }
+  if (local == 0u) { atomicStore(&stuck_tile, 0u); }
+}
+
+fn publish(tile: u32, d: u32, flag: u32, count: u32) {
+  atomicStore(&block_sums[chain_word(params.round, tile, d)], flag | (count & COUNT_MASK));
+}
+
+// Invocation d < DIGITS publishes the tile's count of digit d (tile 0: already its prefix).
+fn publish_aggregate(tile: u32, local: u32, total: u32) {
+  if (local < DIGITS) { publish(tile, local, select(FLAG_AGGREGATE, FLAG_PREFIX, tile == 0u), total); }
+}
+
+// stuck_counts += the digits of a tile's keys, counted by the whole workgroup from the input,
+// which no workgroup writes during the pass: the same keys the tile's own workgroup ranks.
+fn count_from_input(tile: u32, local: u32) {
+  for (var k = local; k < WG * KPI; k += WG) {
+    let i = tile * (WG * KPI) + k;
+    if (i < params.n) { atomicAdd(&stuck_counts[digit(keys_in[i])], 1u); }
+  }
+}
+
+// Call in uniform control flow: invocation d < DIGITS returns the count of digit d in every tile
+// before `tile`. It walks back over its predecessors' words, adding aggregates, until a prefix
+// (or tile 0); a predecessor that published nothing after SPINS polls is given up on. Then, as
+// long as some digit gave up, the workgroup counts the nearest such predecessor from the input,
+// and the digits waiting for it take its count and walk on. No invocation waits without bound:
+// each walk step is at most SPINS polls, and each round of the loop accounts for at least one
+// tile of some digit.
+fn look_back(tile: u32, local: u32) -> u32 {
+  var prefix = 0u;
+  var next = tile;  // tiles before `next` are not accounted for yet
+  var done = local >= DIGITS || tile == 0u;
+  loop {
+    var spins = 0u;
+    while (!done && spins < SPINS) {
+      let word = atomicLoad(&block_sums[chain_word(params.round, next - 1u, local)]);
+      if ((word & FLAG_MASK) == 0u) {
+        spins += 1u;
+        continue;
+      }
+      prefix += word & COUNT_MASK;
+      next -= 1u;
+      spins = 0u;
+      done = (word & FLAG_MASK) == FLAG_PREFIX || next == 0u;
+    }
+    if (!done) { atomicMax(&stuck_tile, next); }
+    workgroupBarrier();
+    if (local == 0u) { stuck_copy = atomicLoad(&stuck_tile); }
+    let stuck = workgroupUniformLoad(&stuck_copy);
+    if (stuck == 0u) { break; }
+    count_from_input(stuck - 1u, local);
+    workgroupBarrier();
+    if (!done && next == stuck) {
+      prefix += atomicLoad(&stuck_counts[local]);
+      next -= 1u;
+      done = next == 0u;
+    }
+    workgroupBarrier();
+    if (local < DIGITS) { atomicStore(&stuck_counts[local], 0u); }
+    if (local == 0u) { atomicStore(&stuck_tile, 0u); }
+    workgroupBarrier();
+  }
+  return prefix;
+}
+
+// Call in uniform control flow after publish_aggregate: publishes the tile's inclusive prefix of
+// each digit and adds the exclusive one to tile_start.
+fn finish_tile(tile: u32, local: u32, total: u32) {
+  let prefix = look_back(tile, local);
+  if (local < DIGITS) {
+    if (tile != 0u) { publish(tile, local, FLAG_PREFIX, prefix + total); }
+    tile_start[local] += prefix;
+  }
+  workgroupBarrier();
+}
+)";
+
+const char* const kClaimedTileWgsl = R"(  let tile = claim_tile(local);
+  if (tile >= params.tiles) { return; }  // a grid rounded up past the tiles
+)";
+
+const char* const kSweepStartWgsl = R"(  start_tile(tile, local);
+)";
+
+// The invocation ranking's look-back: digit_prefix[d * WG + WG - 1] is the tile's count of
+// digit d.
+const char* const kInvocationLookBackWgsl =
+    R"(  let digit_total = select(0u, digit_prefix[min(local, DIGITS - 1u) * WG + WG - 1u], local < DIGITS);
+  publish_aggregate(tile, local, digit_total);
+  finish_tile(tile, local, digit_total);
+  var next = array<u32, DIGITS>();
+  for (var d = 0u; d < DIGITS; d++) {
+    next[d] = tile_start[d] + digit_prefix[d * WG + local] - mine[d];
+  }
+)";
+
+const char* const kInvocationTileStartWgsl = R"(
+var<workgroup> tile_start: array<u32, DIGITS>;  // the tile's first output place per digit
+)";
+
+// The subgroup ranking publishes its counts as soon as the scan over subgroups has them in
+// digit_base, and looks back only once its keys are staged, so that predecessors have had the
+// whole ranking to publish.
+const char* const kSubgroupPublishWgsl =
+    R"(  let digit_total = select(0u, digit_base[min(local, DIGITS - 1u)], local < DIGITS);
+  publish_aggregate(tile, local, digit_total);
+)";
+
+const char* const kSubgroupLookBackWgsl = R"(  finish_tile(tile, local, digit_total);
+)";
+
+std::vector<WgslConstant> tile_constants(const Schedule& schedule) {
   return {{"WG", knob(schedule, kWorkgroupSize), "invocations of the scan and scatter passes"},
           {"KPI", knob(schedule, kKeysPerInvocation), "keys per invocation of a tile"},
-          {"DIGITS", 1u << knob(schedule, kDigitBits), ""},
-          {"SCAN_ITEMS", kCountScanItems, "counts per invocation of the counts' scan"},
-          {"COUNT_WG", kCountWorkgroup, "invocations of digit_count"},
-          {"COUNT_KEYS", count_keys, "keys per invocation of digit_count"},
-          {"COUNT_CHUNK", std::min(count_keys, 16u), "keys loaded before they are counted"}};
+          {"DIGITS", digit_count_of(schedule), ""}};
+}
+
+std::vector<WgslConstant> radix_constants(const Schedule& schedule) {
+  const std::uint32_t count_keys =
+      static_cast<std::uint32_t>(tile_keys(schedule)) / kCountWorkgroup;
+  std::vector<WgslConstant> constants = tile_constants(schedule);
+  constants.insert(
+      constants.end(),
+      {{"SCAN_ITEMS", kCountScanItems, "counts per invocation of the counts' scan"},
+       {"COUNT_WG", kCountWorkgroup, "invocations of digit_count"},
+       {"COUNT_KEYS", count_keys, "keys per invocation of digit_count"},
+       {"COUNT_CHUNK", std::min(count_keys, 16u), "keys loaded before they are counted"}});
+  return constants;
+}
+
+std::vector<WgslConstant> sweep_constants(const Schedule& schedule) {
+  std::vector<WgslConstant> constants = tile_constants(schedule);
+  constants.insert(
+      constants.end(),
+      {{"ROUNDS", rounds_of(schedule), ""},
+       {"HIST_WG", kHistogramWorkgroup, "invocations of sweep_clear and digit_histograms"},
+       {"HIST_CHUNK", kHistogramChunk, "keys loaded at once by digit_histograms"},
+       {"HIST_BLOCK", kHistogramWorkgroup * kHistogramChunk, "keys of a digit_histograms block"},
+       {"SPINS", kSpins, "polls of a predecessor before it is counted from the input"}});
+  return constants;
 }
 
 std::vector<WgslConstant> subgroup_scatter_constants(const Schedule& schedule) {
@@ -701,27 +1138,55 @@ std::vector<WgslConstant> subgroup_scatter_constants(const Schedule& schedule) {
            "digits per invocation in the scan over digits"}};
 }
 
+// The scatter's tile and each digit's output start come from the counts' scan or, with
+// one_sweep, from the tile counter and the look-back.
 std::string RadixSort::subgroup_ranked_scatter_wgsl(const Schedule& schedule) const {
   const std::uint32_t kpi = knob(schedule, kKeysPerInvocation);
+  const bool sweep = one_sweep(schedule);
   return "\n" + constant_declarations(subgroup_scatter_constants(schedule)) +
          (pairs_ ? kStagedPairValuesWgsl : "") + kSubgroupRankingWgsl + kSubgroupScatterHeadWgsl +
+         (sweep ? kClaimedTileWgsl : kSubgroupWorkgroupTileWgsl) + kSubgroupCountersWgsl +
+         (sweep ? kSweepStartWgsl : kCountedTileStartWgsl) + kSubgroupLoadsWgsl +
          unrolled_loop("j", kpi, kLoadSlotWgsl) + kPlacesWgsl +
-         unrolled_loop("j", kpi, kRankSlotWgsl) + kDigitScansWgsl +
+         unrolled_loop("j", kpi, kRankSlotWgsl) + kSubgroupScanWgsl +
+         (sweep ? kSubgroupPublishWgsl : "") + kDigitScanWgsl +
          unrolled_loop("j", kpi, kPlaceSlotWgsl) + kBarrierWgsl +
-         unrolled_loop("j", kpi, kStageSlotWgsl) + kSubgroupScatterTailWgsl;
+         unrolled_loop("j", kpi, kStageSlotWgsl) + (sweep ? kSubgroupLookBackWgsl : "") +
+         kSubgroupScatterTailWgsl;
+}
+
+std::string RadixSort::invocation_ranked_scatter_wgsl(const Schedule& schedule) const {
+  if (!one_sweep(schedule)) {
+    return std::string(kInvocationScatterHeadWgsl) + kWorkgroupTileWgsl + kInvocationRankingWgsl +
+           kCountedStartWgsl + kInvocationScatterTailWgsl;
+  }
+  return std::string(kInvocationTileStartWgsl) + kInvocationScatterHeadWgsl + kClaimedTileWgsl +
+         kSweepStartWgsl + kInvocationRankingWgsl + kInvocationLookBackWgsl +
+         kInvocationScatterTailWgsl;
+}
+
+std::string RadixSort::one_sweep_wgsl(const Schedule& schedule) const {
+  const bool subgroups = knob(schedule, kUseSubgroups) == 1;
+  return std::string(subgroups ? "enable subgroups;\n" : "") + kLinearWorkgroupWgsl +
+         kSweepParamsWgsl + binding_declarations(wgsl_bindings(schedule)) + "\n" +
+         constant_declarations(sweep_constants(schedule)) + "\n" + kWorkgroupScanWgsl + kDigitWgsl +
+         kSweepCountingWgsl + kSweepLookBackWgsl + (pairs_ ? kPairValuesWgsl : kKeyOnlyValuesWgsl) +
+         (subgroups ? subgroup_ranked_scatter_wgsl(schedule)
+                    : invocation_ranked_scatter_wgsl(schedule));
 }
 
 std::string RadixSort::generate_wgsl(const Schedule& schedule) const {
+  if (one_sweep(schedule)) return one_sweep_wgsl(schedule);
   const bool subgroups = knob(schedule, kUseSubgroups) == 1;
   const bool packed_count = subgroups && knob(schedule, kDigitBits) <= 4;
   const std::string values = pairs_ ? kPairValuesWgsl : kKeyOnlyValuesWgsl;
   return std::string(subgroups ? "enable subgroups;\n" : "") + kLinearWorkgroupWgsl + kParamsWgsl +
          binding_declarations(wgsl_bindings(schedule)) + "\n" +
-         constant_declarations(radix_constants(schedule)) + "\n" + kWorkgroupScanWgsl +
+         constant_declarations(radix_constants(schedule)) + "\n" + kWorkgroupScanWgsl + kDigitWgsl +
          kCountsScanWgsl + kDigitCountWgsl +
          (packed_count ? kPackedDigitCountWgsl : kAtomicDigitCountWgsl) + values +
          (subgroups ? subgroup_ranked_scatter_wgsl(schedule)
-                    : std::string(kInvocationRankedScatterWgsl));
+                    : invocation_ranked_scatter_wgsl(schedule));
 }
 
 CaseVerdict RadixSort::check(const CaseInputs& inputs,

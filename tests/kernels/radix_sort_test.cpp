@@ -1,7 +1,10 @@
 // Radix sort's counting and ranking paths on the real adapter: digit_count counts either with one
 // workgroup atomic per key or, with subgroups and up to 4 digit bits, in byte counters added per
 // subgroup, in chunks of up to 16 keys per invocation; the scatter ranks per invocation or with
-// subgroup ballots. Each path, and one and several chunks, must match the oracle.
+// subgroup ballots. Each path, and one and several chunks, must match the oracle. So must the
+// one-sweep path (one_sweep=1), with each ranking and digit width, and at sizes of many tiles,
+// where each scatter looks back over many predecessors and, on lavapipe, finds some of them
+// unpublished and counts them from the input (the fallback).
 
 #include <gtest/gtest.h>
 
@@ -10,6 +13,7 @@
 #include "gpu/gpu_test_support.hpp"
 #include "support/test_manifests.hpp"
 #include "wgsl_forge/forge.hpp"
+#include "wgsl_forge/kernel_runner.hpp"
 #include "wgsl_forge/kernels.hpp"
 
 namespace wgsl_forge {
@@ -48,6 +52,76 @@ TEST_P(RadixSortPathsTest, EveryCountingAndRankingPathMatchesTheOracle) {
     ASSERT_TRUE(manifest.ok()) << manifest.error().to_string();
     EXPECT_EQ(manifest->verdict, Verdict::kCertified) << forge::first_failure(*manifest);
   }
+}
+
+TEST_P(RadixSortPathsTest, OneSweepMatchesTheOracleOverManyTiles) {
+  SCOPED_TRACE("seed " + std::to_string(seed_) + " (rerun with WGSL_FORGE_TEST_SEED)");
+  // Invocation ranking with 2 and 4 digit bits (16 and 8 rounds); subgroup ranking with 4 and 8,
+  // with tiles of 64 to 2048 keys (larger tiles certify too, but compiling their unrolled slots
+  // takes lavapipe several seconds each).
+  std::vector<std::string> schedules = {
+      "one_sweep=1,workgroup_size=64,keys_per_invocation=1,digit_bits=2",
+      "one_sweep=1,workgroup_size=128,keys_per_invocation=4",
+  };
+  if (capabilities_.subgroups) {
+    schedules.push_back("one_sweep=1,use_subgroups=1,workgroup_size=64,keys_per_invocation=2");
+    schedules.push_back(
+        "one_sweep=1,use_subgroups=1,workgroup_size=256,keys_per_invocation=1,digit_bits=8");
+    schedules.push_back(
+        "one_sweep=1,use_subgroups=1,workgroup_size=256,keys_per_invocation=8,digit_bits=8");
+  }
+  for (const std::string& overrides : schedules) {
+    SCOPED_TRACE(overrides);
+    const Schedule schedule = kernels::parse_schedule_overrides(kernel_, overrides).value();
+    forge::CertifyOptions options;
+    options.quick = true;
+    options.seed = random_();
+    Result<CertificationManifest> manifest = forge::certify(device_, kernel_, schedule, options);
+    ASSERT_TRUE(manifest.ok()) << manifest.error().to_string();
+    EXPECT_EQ(manifest->verdict, Verdict::kCertified) << forge::first_failure(*manifest);
+
+    // Many tiles, the last one partial.
+    const std::uint64_t tile = static_cast<std::uint64_t>(*schedule.get("workgroup_size")) *
+                               static_cast<std::uint64_t>(*schedule.get("keys_per_invocation"));
+    kernels::CaseSpec spec;
+    spec.problem.elements = std::max<std::uint64_t>(2000, 40 * tile) + tile / 3 + 1;
+    spec.name = "n=" + std::to_string(spec.problem.elements) + " uniform";
+    spec.value_profile = "uniform";
+    SCOPED_TRACE(spec.name);
+    auto generated =
+        kernels::generate_builtin(kernel_, schedule, TargetBackend::kWgsl, capabilities_);
+    ASSERT_TRUE(generated.ok()) << generated.error().to_string();
+    auto prepared = forge::PreparedKernel::prepare(device_, kernel_, *generated);
+    ASSERT_TRUE(prepared.ok()) << prepared.error().to_string();
+    const kernels::CaseInputs inputs = kernel_.make_inputs(spec, random_());
+    auto outputs = prepared->run(inputs);
+    ASSERT_TRUE(outputs.ok()) << outputs.error().to_string();
+    const kernels::CaseVerdict verdict = kernel_.check(inputs, *outputs);
+    EXPECT_EQ(verdict.report.mismatch_count, 0u);
+    EXPECT_TRUE(verdict.failed_checks.empty()) << verdict.failed_checks.front();
+  }
+}
+
+// One sweep is 2 + 32 / digit_bits dispatches: 6 with 8-bit digits, against 20.
+TEST_P(RadixSortPathsTest, OneSweepDispatchesOneScatterPerRound) {
+  const Schedule schedule =
+      kernels::parse_schedule_overrides(
+          kernel_,
+          "one_sweep=1,use_subgroups=1,workgroup_size=256,keys_per_invocation=16,"
+          "digit_bits=8")
+          .value();
+  kernels::Problem problem;
+  problem.elements = 1u << 20;
+  auto plan = kernel_.plan(schedule, problem, capabilities_);
+  ASSERT_TRUE(plan.ok()) << plan.error().to_string();
+  std::vector<std::string> entry_points;
+  for (const kernels::PassPlan& pass : plan->passes) entry_points.push_back(pass.entry_point);
+  EXPECT_EQ(entry_points, (std::vector<std::string>{"sweep_clear", "digit_histograms", "scatter",
+                                                    "scatter", "scatter", "scatter"}));
+  problem.elements = std::uint64_t{1} << 30;
+  EXPECT_EQ(kernel_.plan(schedule, problem, capabilities_).error().message(),
+            "Knob one_sweep (1) sorts at most 2^30 - 1 keys, whose counts fit its 30-bit "
+            "look-back words; the problem has 1073741824.");
 }
 
 // The subgroup scatter's key-slot loops are unrolled so that their array indices are constants,
