@@ -5,6 +5,7 @@
 #include <random>
 #include <sstream>
 
+#include "util/try.hpp"
 #include "wgsl_forge/forge.hpp"
 
 namespace wgsl_forge::forge {
@@ -30,15 +31,14 @@ Result<CertificationManifest> certify(gpu::Device& device, const kernels::Kernel
                                       const Schedule& schedule, const CertifyOptions& options) {
   const std::string context =
       "certifying " + std::string(kernel.id()) + " with schedule " + schedule.to_string();
-  Result<GeneratedKernel> generated = kernels::generate_builtin(
-      kernel, schedule, TargetBackend::kWgsl, capabilities_of(device.adapter()));
-  if (!generated) return std::move(generated).error();
+  WF_TRY_ASSIGN(GeneratedKernel generated,
+                kernels::generate_builtin(kernel, schedule, TargetBackend::kWgsl,
+                                          capabilities_of(device.adapter())));
   if (options.source) {
-    generated->source = *options.source;
-    generated->seal();
+    generated.source = *options.source;
+    generated.seal();
   }
-  Result<PreparedKernel> prepared = PreparedKernel::prepare(device, kernel, *generated);
-  if (!prepared) return std::move(prepared).error();
+  WF_TRY_ASSIGN(PreparedKernel prepared, PreparedKernel::prepare(device, kernel, generated));
 
   std::mt19937_64 seeds(options.seed != 0 ? options.seed : fresh_seed());
   std::vector<CertificationCase> cases;
@@ -52,7 +52,7 @@ Result<CertificationManifest> certify(gpu::Device& device, const kernels::Kernel
     const std::uint64_t seed = seeds();
     kernels::CaseInputs inputs = kernel.make_inputs(spec, seed);
     const CaseGuards guards{seed, static_cast<std::uint32_t>(cases.size())};
-    Result<GuardedOutputs> outputs = prepared->run_guarded(inputs, guards);
+    Result<GuardedOutputs> outputs = prepared.run_guarded(inputs, guards);
     if (!outputs) {
       return std::move(outputs).error().with_context(context + ", case '" + spec.name + "'");
     }
@@ -73,7 +73,7 @@ Result<CertificationManifest> certify(gpu::Device& device, const kernels::Kernel
     record.failed_checks = std::move(verdict.failed_checks);
     cases.push_back(std::move(record));
   }
-  return CertificationManifest::create(*generated, device.adapter().identity,
+  return CertificationManifest::create(generated, device.adapter().identity,
                                        device.adapter().topology_hash, kernel.tolerance(),
                                        std::move(cases));
 }

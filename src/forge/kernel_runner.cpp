@@ -1,4 +1,5 @@
 #include "wgsl_forge/kernel_runner.hpp"
+#include "util/try.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -106,9 +107,8 @@ Result<PreparedKernel> PreparedKernel::prepare(gpu::Device& device,
                                                const kernels::KernelDefinition& kernel,
                                                const GeneratedKernel& generated) {
   const KernelToPrepare one{&kernel, &generated};
-  Result<std::vector<PreparedKernel>> prepared = prepare_all(device, std::span(&one, 1));
-  if (!prepared) return std::move(prepared).error();
-  return std::move(prepared->front());
+  WF_TRY_ASSIGN(std::vector<PreparedKernel> prepared, prepare_all(device, std::span(&one, 1)));
+  return std::move(prepared.front());
 }
 
 Result<std::vector<PreparedKernel>> PreparedKernel::prepare_all(
@@ -132,8 +132,8 @@ Result<std::vector<PreparedKernel>> PreparedKernel::prepare_all(
           generated.source, entry_point, generated.bindings, labels[requests.size()], contexts[k]});
     }
   }
-  Result<std::vector<gpu::ComputePipeline>> pipelines = device.create_compute_pipelines(requests);
-  if (!pipelines) return std::move(pipelines).error();
+  WF_TRY_ASSIGN(std::vector<gpu::ComputePipeline> pipelines,
+                device.create_compute_pipelines(requests));
 
   std::vector<PreparedKernel> prepared(kernels.size());
   std::size_t next = 0;
@@ -142,7 +142,7 @@ Result<std::vector<PreparedKernel>> PreparedKernel::prepare_all(
     prepared[k].kernel_ = kernels[k].kernel;
     prepared[k].generated_ = *kernels[k].generated;
     for (const std::string& entry_point : kernels[k].generated->entry_points)
-      prepared[k].pipelines_.emplace(entry_point, std::move((*pipelines)[next++]));
+      prepared[k].pipelines_.emplace(entry_point, std::move(pipelines[next++]));
   }
   return prepared;
 }
@@ -169,9 +169,9 @@ Result<std::shared_ptr<gpu::Buffer>> ScratchPool::acquire(gpu::Device& device,
   std::shared_ptr<gpu::Buffer>& pooled = buffers_[name];
   if (pooled == nullptr || pooled->size() < bytes) {
     // Plans bound earlier keep the smaller buffer alive as long as they need it.
-    Result<gpu::Buffer> created = device.create_buffer(bytes, gpu::BufferUsage::kStorage, name);
-    if (!created) return std::move(created).error();
-    pooled = std::make_shared<gpu::Buffer>(std::move(created).value());
+    WF_TRY_ASSIGN(gpu::Buffer created,
+                  device.create_buffer(bytes, gpu::BufferUsage::kStorage, name));
+    pooled = std::make_shared<gpu::Buffer>(std::move(created));
   }
   return pooled;
 }
@@ -220,11 +220,11 @@ Result<std::unique_ptr<BoundPlan>> PreparedKernel::bind_plan(const kernels::Prob
                                                              std::uint64_t guard) {
   const std::string context = "binding " + generated_.kernel_id + " with schedule " +
                               generated_.schedule.to_string() + " for " + problem.to_string();
-  Result<kernels::DispatchPlan> plan =
-      kernel_->plan(generated_.schedule, problem, capabilities_of(device_->adapter()));
-  if (!plan) return std::move(plan).error().with_context(context);
+  WF_TRY_ASSIGN_CONTEXT(
+      kernels::DispatchPlan plan,
+      kernel_->plan(generated_.schedule, problem, capabilities_of(device_->adapter())), context);
   auto bound = std::make_unique<BoundPlan>();
-  bound->plan_ = std::move(plan).value();
+  bound->plan_ = std::move(plan);
   for (const auto& [name, slice] : external) {
     if (Result<kernels::BufferSpec> spec = kernel_->find_buffer(name); !spec) {
       return std::move(spec).error().with_context(context);
@@ -236,9 +236,7 @@ Result<std::unique_ptr<BoundPlan>> PreparedKernel::bind_plan(const kernels::Prob
     const kernels::BufferSpec& spec = specs[i];
     const kernels::BufferPlan& planned = bound->plan_.buffers[i];
     if (auto given = external.find(spec.name); given != external.end()) {
-      if (Status fits = check_external(spec, planned, given->second, alignment); !fits) {
-        return std::move(fits).error().with_context(context);
-      }
+      WF_TRY_CONTEXT(check_external(spec, planned, given->second, alignment), context);
       bound->external_.emplace(spec.name, given->second);
       continue;
     }
@@ -248,25 +246,23 @@ Result<std::unique_ptr<BoundPlan>> PreparedKernel::bind_plan(const kernels::Prob
           .with_context(context);
     }
     if (scratch != nullptr && spec.role == kernels::BufferRole::kScratch) {
-      Result<std::shared_ptr<gpu::Buffer>> pooled =
-          scratch->acquire(*device_, spec.name, planned.bytes);
-      if (!pooled) return std::move(pooled).error().with_context(context);
-      bound->buffers_.emplace(spec.name, std::move(pooled).value());
+      WF_TRY_ASSIGN_CONTEXT(std::shared_ptr<gpu::Buffer> pooled,
+                            scratch->acquire(*device_, spec.name, planned.bytes), context);
+      bound->buffers_.emplace(spec.name, std::move(pooled));
       continue;
     }
-    Result<gpu::Buffer> created =
-        device_->create_buffer(planned.bytes + 2 * guard, gpu::BufferUsage::kStorage, spec.name);
-    if (!created) return std::move(created).error().with_context(context);
+    WF_TRY_ASSIGN_CONTEXT(
+        gpu::Buffer created,
+        device_->create_buffer(planned.bytes + 2 * guard, gpu::BufferUsage::kStorage, spec.name),
+        context);
     if (guard != 0) {
       const std::uint64_t max_binding = device_->adapter().limits.max_storage_buffer_binding_size;
       const std::uint64_t room = max_binding > planned.bytes ? max_binding - planned.bytes : 0;
       bound->guarded_.emplace(spec.name, BoundPlan::Guarded{guard, std::min(guard, room)});
     }
-    bound->buffers_.emplace(spec.name, std::make_shared<gpu::Buffer>(std::move(created).value()));
+    bound->buffers_.emplace(spec.name, std::make_shared<gpu::Buffer>(std::move(created)));
   }
-  if (Status passes = bind_passes(*bound); !passes) {
-    return std::move(passes).error().with_context(context);
-  }
+  WF_TRY_CONTEXT(bind_passes(*bound), context);
   return bound;
 }
 
@@ -287,17 +283,14 @@ Status PreparedKernel::bind_passes(BoundPlan& bound) {
     }
     std::vector<std::uint32_t> words = pass.params;
     if (words.empty()) words.push_back(0);
-    Result<gpu::Buffer> uniform = device_->create_buffer(
-        round_up_16(words.size() * 4), gpu::BufferUsage::kUniform, pass.entry_point + ".params");
-    if (!uniform) return std::move(uniform).error();
-    if (Status written = device_->write_buffer(*uniform, 0, std::as_bytes(std::span(words)));
-        !written) {
-      return written;
-    }
+    WF_TRY_ASSIGN(gpu::Buffer uniform,
+                  device_->create_buffer(round_up_16(words.size() * 4), gpu::BufferUsage::kUniform,
+                                         pass.entry_point + ".params"));
+    WF_TRY(device_->write_buffer(uniform, 0, std::as_bytes(std::span(words))));
     std::vector<gpu::BufferBinding> bindings;
     gpu::BufferBinding params;
     params.binding = 0;
-    params.buffer = &*uniform;
+    params.buffer = &uniform;
     bindings.push_back(params);
     for (const auto& [binding, name] : pass.buffers) {
       // Exactly the planned bytes: a kernel that strays past them cannot reach a caller's
@@ -309,13 +302,12 @@ Status PreparedKernel::bind_passes(BoundPlan& bound) {
       one.size = bound.binding_bytes(name, planned_bytes.at(name));
       bindings.push_back(one);
     }
-    Result<gpu::BindGroup> group = device_->create_bind_group(pipeline->second, bindings);
-    if (!group) return std::move(group).error();
-    Result<gpu::WorkgroupGrid> grid = gpu::plan_workgroup_grid(pass.workgroups, max_per_dimension);
-    if (!grid) return std::move(grid).error();
-    bound.uniforms_.push_back(std::move(uniform).value());
-    bound.groups_.push_back(std::move(group).value());
-    bound.steps_.push_back({&pipeline->second, &bound.groups_.back(), *grid});
+    WF_TRY_ASSIGN(gpu::BindGroup group, device_->create_bind_group(pipeline->second, bindings));
+    WF_TRY_ASSIGN(gpu::WorkgroupGrid grid,
+                  gpu::plan_workgroup_grid(pass.workgroups, max_per_dimension));
+    bound.uniforms_.push_back(std::move(uniform));
+    bound.groups_.push_back(std::move(group));
+    bound.steps_.push_back({&pipeline->second, &bound.groups_.back(), grid});
   }
   return Ok{};
 }
@@ -344,17 +336,14 @@ Status PreparedKernel::load_inputs(const BoundPlan& bound, const BufferContents&
     } else {
       contents = poison_bytes(buffer.bytes);
     }
-    if (Status written = device_->write_buffer(target, bound.offset(buffer.name), contents);
-        !written) {
-      return std::move(written).error().with_context(context);
-    }
+    WF_TRY_CONTEXT(device_->write_buffer(target, bound.offset(buffer.name), contents), context);
   }
   return Ok{};
 }
 
 Result<BufferContents> PreparedKernel::run(BoundPlan& bound, const BufferContents& inputs) {
-  if (Status loaded = load_inputs(bound, inputs); !loaded) return std::move(loaded).error();
-  if (Status ran = execute(bound); !ran) return std::move(ran).error();
+  WF_TRY(load_inputs(bound, inputs));
+  WF_TRY(execute(bound));
   return read_outputs(bound);
 }
 
@@ -365,10 +354,10 @@ Result<BufferContents> PreparedKernel::read_outputs(const BoundPlan& bound) {
   for (const kernels::BufferPlan& buffer : bound.plan_.buffers) {
     if (buffer.role != kernels::BufferRole::kOutput) continue;
     const gpu::Buffer& source = bound.buffer(buffer.name);
-    Result<std::vector<std::byte>> bytes =
-        device_->read_buffer(source, bound.offset(buffer.name), buffer.bytes);
-    if (!bytes) return std::move(bytes).error().with_context(context);
-    outputs.emplace(buffer.name, std::move(bytes).value());
+    WF_TRY_ASSIGN_CONTEXT(std::vector<std::byte> bytes,
+                          device_->read_buffer(source, bound.offset(buffer.name), buffer.bytes),
+                          context);
+    outputs.emplace(buffer.name, std::move(bytes));
   }
   return outputs;
 }
@@ -392,9 +381,8 @@ Status PreparedKernel::execute(const BoundPlan& bound) {
 }
 
 Result<BufferContents> PreparedKernel::run(const kernels::CaseInputs& inputs) {
-  Result<std::unique_ptr<BoundPlan>> bound = bind(inputs.problem);
-  if (!bound) return std::move(bound).error();
-  return run(**bound, inputs.buffers);
+  WF_TRY_ASSIGN(std::unique_ptr<BoundPlan> bound, bind(inputs.problem));
+  return run(*bound, inputs.buffers);
 }
 
 Result<GuardedOutputs> PreparedKernel::run_guarded(const kernels::CaseInputs& inputs,
@@ -402,17 +390,12 @@ Result<GuardedOutputs> PreparedKernel::run_guarded(const kernels::CaseInputs& in
   // A whole multiple of the offset alignment, so that the binding after the first guard is legal.
   const std::uint64_t guard =
       std::max<std::uint64_t>(256, device_->adapter().limits.min_storage_buffer_offset_alignment);
-  Result<std::unique_ptr<BoundPlan>> bound = bind_plan(inputs.problem, {}, nullptr, guard);
-  if (!bound) return std::move(bound).error();
-  if (Status loaded = load_guarded(**bound, inputs.buffers, guards); !loaded) {
-    return std::move(loaded).error();
-  }
-  if (Status ran = execute(**bound); !ran) return std::move(ran).error();
-  Result<BufferContents> outputs = read_outputs(**bound);
-  if (!outputs) return std::move(outputs).error();
-  Result<std::vector<std::string>> violations = check_guards(**bound, guards);
-  if (!violations) return std::move(violations).error();
-  return GuardedOutputs{std::move(outputs).value(), std::move(violations).value()};
+  WF_TRY_ASSIGN(std::unique_ptr<BoundPlan> bound, bind_plan(inputs.problem, {}, nullptr, guard));
+  WF_TRY(load_guarded(*bound, inputs.buffers, guards));
+  WF_TRY(execute(*bound));
+  WF_TRY_ASSIGN(BufferContents outputs, read_outputs(*bound));
+  WF_TRY_ASSIGN(std::vector<std::string> violations, check_guards(*bound, guards));
+  return GuardedOutputs{std::move(outputs), std::move(violations)};
 }
 
 Status PreparedKernel::load_guarded(const BoundPlan& bound, const BufferContents& inputs,
@@ -445,15 +428,12 @@ Status PreparedKernel::load_guarded(const BoundPlan& bound, const BufferContents
       }
       // From the end of the contents: the plan's padding is no more the kernel's to read.
       const std::uint64_t from = guard + (given->second.size() + 3) / 4 * 4;
-      Result<kernels::BufferSpec> spec = kernel_->find_buffer(buffer.name);
-      if (!spec) return std::move(spec).error().with_context(context);
+      WF_TRY_ASSIGN_CONTEXT(kernels::BufferSpec spec, kernel_->find_buffer(buffer.name), context);
       const std::vector<std::uint32_t> poison =
-          input_poison(spec->element, guards, index, (contents.size() - from) / 4);
+          input_poison(spec.element, guards, index, (contents.size() - from) / 4);
       std::memcpy(contents.data() + from, poison.data(), poison.size() * 4);
     }
-    if (Status written = device_->write_buffer(bound.buffer(buffer.name), 0, contents); !written) {
-      return std::move(written).error().with_context(context);
-    }
+    WF_TRY_CONTEXT(device_->write_buffer(bound.buffer(buffer.name), 0, contents), context);
   }
   return Ok{};
 }
@@ -469,13 +449,14 @@ Result<std::vector<std::string>> PreparedKernel::check_guards(const BoundPlan& b
     const std::uint64_t guard = bound.guarded_.at(buffer.name).guard;
     const std::vector<std::byte> pattern = guard_pattern(guards, index, guard);
     for (bool after : {false, true}) {
-      Result<std::vector<std::byte>> found =
-          device_->read_buffer(bound.buffer(buffer.name), after ? guard + buffer.bytes : 0, guard);
-      if (!found) return std::move(found).error().with_context(context);
+      WF_TRY_ASSIGN_CONTEXT(
+          std::vector<std::byte> found,
+          device_->read_buffer(bound.buffer(buffer.name), after ? guard + buffer.bytes : 0, guard),
+          context);
       const std::int64_t start =
           after ? static_cast<std::int64_t>(buffer.bytes) : -static_cast<std::int64_t>(guard);
       if (std::optional<std::string> violation =
-              guard_violation(generated_.kernel_id, buffer, after, start, *found, pattern)) {
+              guard_violation(generated_.kernel_id, buffer, after, start, found, pattern)) {
         violations.push_back(std::move(*violation));
       }
     }

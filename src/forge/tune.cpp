@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <random>
 
+#include "util/try.hpp"
 #include "wgsl_forge/forge.hpp"
 
 namespace wgsl_forge::forge {
@@ -65,9 +66,26 @@ class Tuner {
   Tuner(gpu::Device& device, const kernels::KernelDefinition& kernel, const TuneOptions& options)
       : device_(device), kernel_(kernel), options_(options) {}
 
+  // prepare, search, retime_finalists, publish.
   Result<TuneOutcome> run();
 
  private:
+  // The space, the incumbent, the timing options, the problem and its inputs.
+  Status prepare();
+  // What to try first for `budget` candidates.
+  std::vector<Schedule> initial_queue(std::size_t budget);
+  // What to try once the queue is empty.
+  std::vector<Schedule> refinements(const std::vector<Timed>& timed,
+                                    const std::vector<Schedule>& tried) const;
+  // Every candidate certified (quick cases) and timed; those that passed.
+  Result<std::vector<Timed>> search();
+  // Who wins a tie, in order: the stored winner, then the default.
+  std::vector<Schedule> preferred() const;
+  Result<std::vector<Timed>> retime_finalists(std::vector<Timed> timed);
+  // The fastest finalist that passes the full certification, as a manifest.
+  Result<TuneOutcome> publish(std::vector<Timed> finalists);
+  Result<TuningManifest> manifest_for(const Timed& winner, const std::vector<Timed>& finalists,
+                                      std::vector<Schedule> ties) const;
   // Certifies and times one schedule; a failure is recorded and nullopt returned. An error is
   // returned only when tuning cannot go on (the device is lost).
   Result<std::optional<Timed>> evaluate(const Schedule& schedule);
@@ -152,26 +170,20 @@ Status Tuner::record_failure(const Schedule& schedule, const Error& error) {
 Result<Timed> Tuner::time_schedule(const Schedule& schedule, ComparisonReport oracle) {
   for (Resident& resident : resident_) {
     if (resident.schedule != schedule) continue;
-    Result<gpu::TimedRun> timed = device_.time(resident.bound->steps(), timing_);
-    if (!timed) return std::move(timed).error();
-    return Timed{CandidateResult{schedule, oracle, timed->summary}, timed->samples_ns};
+    WF_TRY_ASSIGN(gpu::TimedRun timed, device_.time(resident.bound->steps(), timing_));
+    return Timed{CandidateResult{schedule, oracle, timed.summary}, timed.samples_ns};
   }
-  Result<GeneratedKernel> generated =
-      kernels::generate_builtin(kernel_, schedule, TargetBackend::kWgsl, capabilities_);
-  if (!generated) return std::move(generated).error();
-  Result<PreparedKernel> prepared = PreparedKernel::prepare(device_, kernel_, *generated);
-  if (!prepared) return std::move(prepared).error();
-  Result<std::unique_ptr<BoundPlan>> bound = prepared->bind(problem_);
-  if (!bound) return std::move(bound).error();
-  if (Status loaded = prepared->load_inputs(**bound, inputs_); !loaded)
-    return std::move(loaded).error();
-  Result<gpu::TimedRun> timed = device_.time((*bound)->steps(), timing_);
-  if (!timed) return std::move(timed).error();
+  WF_TRY_ASSIGN(GeneratedKernel generated,
+                kernels::generate_builtin(kernel_, schedule, TargetBackend::kWgsl, capabilities_));
+  WF_TRY_ASSIGN(PreparedKernel prepared, PreparedKernel::prepare(device_, kernel_, generated));
+  WF_TRY_ASSIGN(std::unique_ptr<BoundPlan> bound, prepared.bind(problem_));
+  WF_TRY(prepared.load_inputs(*bound, inputs_));
+  WF_TRY_ASSIGN(gpu::TimedRun timed, device_.time(bound->steps(), timing_));
   if (keep_resident_) {
-    resident_.push_back({schedule, std::make_unique<PreparedKernel>(std::move(prepared).value()),
-                         std::move(bound).value()});
+    resident_.push_back(
+        {schedule, std::make_unique<PreparedKernel>(std::move(prepared)), std::move(bound)});
   }
-  return Timed{CandidateResult{schedule, oracle, timed->summary}, timed->samples_ns};
+  return Timed{CandidateResult{schedule, oracle, timed.summary}, timed.samples_ns};
 }
 
 Result<std::optional<Timed>> Tuner::evaluate(const Schedule& schedule) {
@@ -183,10 +195,9 @@ Result<std::optional<Timed>> Tuner::evaluate(const Schedule& schedule) {
   certify_options.seed = random_();
   Result<CertificationManifest> certification =
       certify(device_, kernel_, schedule, certify_options);
-  if (Status alive = device_alive(); !alive) return std::move(alive).error();
+  WF_TRY(device_alive());
   if (!certification) {
-    if (Status recorded = record_failure(schedule, certification.error()); !recorded)
-      return std::move(recorded).error();
+    WF_TRY(record_failure(schedule, certification.error()));
     return std::optional<Timed>();
   }
   if (certification->verdict != Verdict::kCertified) {
@@ -201,10 +212,9 @@ Result<std::optional<Timed>> Tuner::evaluate(const Schedule& schedule) {
   }
   report("timing");
   Result<Timed> timed = time_schedule(schedule, oracle);
-  if (Status alive = device_alive(); !alive) return std::move(alive).error();
+  WF_TRY(device_alive());
   if (!timed) {
-    if (Status recorded = record_failure(schedule, timed.error()); !recorded)
-      return std::move(recorded).error();
+    WF_TRY(record_failure(schedule, timed.error()));
     return std::optional<Timed>();
   }
   return std::optional<Timed>(std::move(timed).value());
@@ -268,7 +278,7 @@ const Timed* choose_winner(const std::vector<Timed>& finalists,
   return chosen;
 }
 
-Result<TuneOutcome> Tuner::run() {
+Status Tuner::prepare() {
   capabilities_ = capabilities_of(device_.adapter());
   space_ = kernel_.schedule_space(capabilities_);
   if (space_.empty()) {
@@ -293,21 +303,21 @@ Result<TuneOutcome> Tuner::run() {
   }
   problem_ = options_.problem.value_or(
       kernel_.tuning_problem(device_.adapter().identity.device_type == "Cpu"));
-  if (Status fits = check_problem_fits(device_, kernel_, problem_); !fits)
-    return std::move(fits).error();
+  WF_TRY(check_problem_fits(device_, kernel_, problem_));
   const std::vector<kernels::CaseSpec> specs = kernel_.certification_cases();
   inputs_ =
       kernel_
           .make_inputs({"tuning " + problem_.to_string(), problem_, specs.front().value_profile},
                        random_())
           .buffers;
+  return Ok{};
+}
 
-  // Candidates: everything when the space fits the budget; otherwise the default, the kernel's
-  // starting points that fit this adapter, a random sample up to two thirds of the budget, then
-  // the neighbours of the best so far.
-  const std::size_t budget = std::max<std::uint32_t>(1, options_.budget);
+std::vector<Schedule> Tuner::initial_queue(std::size_t budget) {
+  // Everything when the space fits the budget; otherwise the default, the kernel's starting
+  // points that fit this adapter and a random sample up to two thirds of the budget (the rest of
+  // the budget goes to the neighbours of the best so far).
   std::vector<Schedule> queue;
-  std::vector<Schedule> tried;
   if (space_.size() <= budget) {
     queue = space_;
   } else {
@@ -323,38 +333,48 @@ Result<TuneOutcome> Tuner::run() {
   }
   // The stored winner is timed first, beyond the budget, so that a small budget cannot leave it
   // out.
+  if (incumbent_) queue.insert(queue.begin(), *incumbent_);
+  return queue;
+}
+
+std::vector<Schedule> Tuner::refinements(const std::vector<Timed>& timed,
+                                         const std::vector<Schedule>& tried) const {
+  // The untried neighbours of the fastest so far, else any untried schedule.
+  std::vector<Schedule> queue;
+  auto best = std::min_element(timed.begin(), timed.end(), [](const Timed& a, const Timed& b) {
+    return a.result.timing.median_ns < b.result.timing.median_ns;
+  });
+  if (best != timed.end()) {
+    for (const Schedule& neighbour : neighbours(best->result.schedule)) {
+      if (std::find(tried.begin(), tried.end(), neighbour) == tried.end())
+        queue.push_back(neighbour);
+    }
+  }
+  for (const Schedule& schedule : space_) {
+    if (!queue.empty()) break;
+    if (std::find(tried.begin(), tried.end(), schedule) == tried.end()) queue.push_back(schedule);
+  }
+  return queue;
+}
+
+Result<std::vector<Timed>> Tuner::search() {
+  const std::size_t budget = std::max<std::uint32_t>(1, options_.budget);
   const std::size_t limit =
       budget + (incumbent_ && *incumbent_ != kernel_.default_schedule() ? 1 : 0);
-  if (incumbent_) queue.insert(queue.begin(), *incumbent_);
+  std::vector<Schedule> queue = initial_queue(budget);
   planned_ = std::min(limit, space_.size());
+  std::vector<Schedule> tried;
   std::vector<Timed> timed;
   while (tried.size() < limit) {
-    if (queue.empty()) {
-      // Refinement: the untried neighbours of the fastest so far, else any untried schedule.
-      auto best = std::min_element(timed.begin(), timed.end(), [](const Timed& a, const Timed& b) {
-        return a.result.timing.median_ns < b.result.timing.median_ns;
-      });
-      if (best != timed.end()) {
-        for (const Schedule& neighbour : neighbours(best->result.schedule)) {
-          if (std::find(tried.begin(), tried.end(), neighbour) == tried.end())
-            queue.push_back(neighbour);
-        }
-      }
-      for (const Schedule& schedule : space_) {
-        if (!queue.empty()) break;
-        if (std::find(tried.begin(), tried.end(), schedule) == tried.end())
-          queue.push_back(schedule);
-      }
-      if (queue.empty()) break;
-    }
+    if (queue.empty()) queue = refinements(timed, tried);
+    if (queue.empty()) break;
     Schedule next = queue.front();
     queue.erase(queue.begin());
     if (std::find(tried.begin(), tried.end(), next) != tried.end()) continue;
     tried.push_back(next);
-    Result<std::optional<Timed>> outcome = evaluate(next);
-    if (!outcome) return std::move(outcome).error();
-    report_outcome(next, *outcome);
-    if (outcome->has_value()) timed.push_back(std::move(**outcome));
+    WF_TRY_ASSIGN(std::optional<Timed> outcome, evaluate(next));
+    report_outcome(next, outcome);
+    if (outcome.has_value()) timed.push_back(std::move(*outcome));
   }
   if (timed.empty()) {
     std::string reason = failures_.empty() ? "no candidate" : failures_.front().message;
@@ -363,22 +383,24 @@ Result<TuneOutcome> Tuner::run() {
                                           std::to_string(failures_.size()) +
                                           " failed; first: " + reason + ").");
   }
+  return timed;
+}
 
-  // Finalists: the fastest few, the default and the stored winner, re-timed in interleaved
-  // rounds.
+std::vector<Schedule> Tuner::preferred() const {
+  std::vector<Schedule> order;
+  if (incumbent_) order.push_back(*incumbent_);
+  order.push_back(kernel_.default_schedule());
+  return order;
+}
+
+Result<std::vector<Timed>> Tuner::retime_finalists(std::vector<Timed> timed) {
+  // The fastest few, the stored winner and the default, re-timed in interleaved rounds.
   std::sort(timed.begin(), timed.end(), [](const Timed& a, const Timed& b) {
     return a.result.timing.median_ns < b.result.timing.median_ns;
   });
   std::vector<Timed> finalists(timed.begin(), timed.begin() + static_cast<std::ptrdiff_t>(std::min(
                                                                   kFinalists, timed.size())));
-  const Schedule default_schedule = kernel_.default_schedule();
-  auto is_default = [&](const Timed& candidate) {
-    return candidate.result.schedule == default_schedule;
-  };
-  std::vector<Schedule> preferred;  // who wins a tie, in order
-  if (incumbent_) preferred.push_back(*incumbent_);
-  preferred.push_back(default_schedule);
-  for (const Schedule& schedule : preferred) {
+  for (const Schedule& schedule : preferred()) {
     auto is_it = [&](const Timed& candidate) { return candidate.result.schedule == schedule; };
     if (std::any_of(finalists.begin(), finalists.end(), is_it)) continue;
     auto found = std::find_if(timed.begin(), timed.end(), is_it);
@@ -390,10 +412,8 @@ Result<TuneOutcome> Tuner::run() {
     for (std::size_t i = 0; i < finalists.size(); ++i) {
       Timed& finalist = finalists[(i + round) % finalists.size()];
       Result<Timed> again = time_schedule(finalist.result.schedule, finalist.result.oracle);
-      if (Status alive = device_alive(); !alive) return std::move(alive).error();
-      if (!again)
-        return std::move(again).error().with_context("re-timing finalists of " +
-                                                     std::string(kernel_.id()));
+      WF_TRY(device_alive());
+      WF_TRY_CONTEXT(again, "re-timing finalists of " + std::string(kernel_.id()));
       finalist.samples.insert(finalist.samples.end(), again->samples.begin(), again->samples.end());
     }
   }
@@ -404,21 +424,23 @@ Result<TuneOutcome> Tuner::run() {
   std::sort(finalists.begin(), finalists.end(), [](const Timed& a, const Timed& b) {
     return a.result.timing.median_ns < b.result.timing.median_ns;
   });
+  return finalists;
+}
 
-  // The winner must also pass the full certification (with the many-workgroups cases).
+Result<TuneOutcome> Tuner::publish(std::vector<Timed> finalists) {
+  // The winner must also pass the full certification (with the many-workgroups cases); a
+  // finalist that fails it gives way to the next.
+  const std::vector<Schedule> order = preferred();
   while (!finalists.empty()) {
     std::vector<Schedule> ties;
-    const Timed* winner = choose_winner(finalists, preferred, ties);
-    auto default_finalist = std::find_if(finalists.begin(), finalists.end(), is_default);
+    const Timed* winner = choose_winner(finalists, order, ties);
     CertifyOptions full;
     full.seed = random_();
     Result<CertificationManifest> certification =
         certify(device_, kernel_, winner->result.schedule, full);
-    if (Status alive = device_alive(); !alive) return std::move(alive).error();
+    WF_TRY(device_alive());
     if (!certification) {
-      if (Status recorded = record_failure(winner->result.schedule, certification.error());
-          !recorded)
-        return std::move(recorded).error();
+      WF_TRY(record_failure(winner->result.schedule, certification.error()));
     } else if (certification->verdict != Verdict::kCertified) {
       failures_.push_back(
           {winner->result.schedule, FailureStage::kMismatch, first_failure(*certification)});
@@ -427,31 +449,46 @@ Result<TuneOutcome> Tuner::run() {
       finalists.erase(finalists.begin() + (winner - finalists.data()));
       continue;
     }
-    TuningResult result;
-    result.evaluated_candidates = evaluated_;
-    result.rejected_candidates = failures_.size();
-    result.failures = failures_;
-    result.winner = winner->result;
-    for (const Timed& finalist : finalists) result.finalists.push_back(finalist.result);
-    TuningContext context;
-    context.topology_hash = device_.adapter().topology_hash;
-    context.problem_size = problem_.elements != 0
-                               ? problem_.elements
-                               : std::uint64_t{problem_.m} * problem_.n * problem_.k;
-    context.toggles = device_.adapter().toggles;
-    if (default_finalist != finalists.end()) context.baseline = default_finalist->result;
-    context.ties = ties;
-    Result<GeneratedKernel> generated = kernels::generate_builtin(
-        kernel_, winner->result.schedule, TargetBackend::kWgsl, capabilities_);
-    if (!generated) return std::move(generated).error();
-    Result<TuningManifest> manifest = TuningManifest::create(*generated, device_.adapter().identity,
-                                                             std::move(result), std::move(context));
-    if (!manifest) return std::move(manifest).error();
-    return TuneOutcome{std::move(manifest).value(), std::move(certification).value(), problem_};
+    WF_TRY_ASSIGN(TuningManifest manifest, manifest_for(*winner, finalists, std::move(ties)));
+    return TuneOutcome{std::move(manifest), std::move(certification).value(), problem_};
   }
   return Error(ErrorKind::kRuntime,
                "Every finalist of " + std::string(kernel_.id()) +
                    " failed its full certification (first: " + failures_.back().message + ").");
+}
+
+Result<TuningManifest> Tuner::manifest_for(const Timed& winner, const std::vector<Timed>& finalists,
+                                           std::vector<Schedule> ties) const {
+  TuningResult result;
+  result.evaluated_candidates = evaluated_;
+  result.rejected_candidates = failures_.size();
+  result.failures = failures_;
+  result.winner = winner.result;
+  for (const Timed& finalist : finalists) result.finalists.push_back(finalist.result);
+  TuningContext context;
+  context.topology_hash = device_.adapter().topology_hash;
+  context.problem_size = problem_.elements != 0
+                             ? problem_.elements
+                             : std::uint64_t{problem_.m} * problem_.n * problem_.k;
+  context.toggles = device_.adapter().toggles;
+  const Schedule default_schedule = kernel_.default_schedule();
+  auto default_finalist = std::find_if(finalists.begin(), finalists.end(), [&](const Timed& one) {
+    return one.result.schedule == default_schedule;
+  });
+  if (default_finalist != finalists.end()) context.baseline = default_finalist->result;
+  context.ties = std::move(ties);
+  WF_TRY_ASSIGN(GeneratedKernel generated,
+                kernels::generate_builtin(kernel_, winner.result.schedule, TargetBackend::kWgsl,
+                                          capabilities_));
+  return TuningManifest::create(generated, device_.adapter().identity, std::move(result),
+                                std::move(context));
+}
+
+Result<TuneOutcome> Tuner::run() {
+  WF_TRY(prepare());
+  WF_TRY_ASSIGN(std::vector<Timed> timed, search());
+  WF_TRY_ASSIGN(std::vector<Timed> finalists, retime_finalists(std::move(timed)));
+  return publish(std::move(finalists));
 }
 
 }  // namespace
