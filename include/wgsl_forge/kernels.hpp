@@ -121,8 +121,6 @@ struct PassPlan {
 struct DispatchPlan {
   std::vector<BufferPlan> buffers;
   std::vector<PassPlan> passes;
-
-  const BufferPlan* find(std::string_view name) const;
 };
 
 // The plan's buffers for `specs`, in their order, each sized by `bytes` (by name). A row without

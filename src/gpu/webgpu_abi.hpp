@@ -435,84 +435,83 @@ struct WGPUQuerySetDescriptor {
 
 // The functions of the standard webgpu.h we call, resolved by name from the loaded library: a
 // library that lacks any of them is refused when it is loaded.
-#define WGSL_FORGE_WEBGPU_FUNCTIONS(X)                                                             \
-  X(CreateInstance, WGPUInstance, const void*)                                                     \
-  X(InstanceAddRef, void, WGPUInstance)                                                            \
-  X(InstanceRelease, void, WGPUInstance)                                                           \
-  X(InstanceProcessEvents, void, WGPUInstance)                                                     \
-  X(InstanceRequestAdapter, WGPUFuture, WGPUInstance, const WGPURequestAdapterOptions*,            \
-    WGPUCallbackInfo<WGPURequestAdapterCallback>)                                                  \
-  X(AdapterAddRef, void, WGPUAdapter)                                                              \
-  X(AdapterRelease, void, WGPUAdapter)                                                             \
-  X(AdapterGetInfo, std::uint32_t, WGPUAdapter, WGPUAdapterInfo*)                                  \
-  X(AdapterInfoFreeMembers, void, WGPUAdapterInfo)                                                 \
-  X(AdapterGetLimits, std::uint32_t, WGPUAdapter, WGPULimits*)                                     \
-  X(AdapterHasFeature, WGPUBool, WGPUAdapter, std::uint32_t)                                       \
-  X(AdapterRequestDevice, WGPUFuture, WGPUAdapter, const WGPUDeviceDescriptor*,                    \
-    WGPUCallbackInfo<WGPURequestDeviceCallback>)                                                   \
-  X(DeviceAddRef, void, WGPUDevice)                                                                \
-  X(DeviceRelease, void, WGPUDevice)                                                               \
-  X(DeviceDestroy, void, WGPUDevice)                                                               \
-  X(DeviceGetLimits, std::uint32_t, WGPUDevice, WGPULimits*)                                       \
-  X(DeviceHasFeature, WGPUBool, WGPUDevice, std::uint32_t)                                         \
-  X(DeviceGetQueue, WGPUQueue, WGPUDevice)                                                         \
-  X(DevicePushErrorScope, void, WGPUDevice, std::uint32_t)                                         \
-  X(DevicePopErrorScope, WGPUFuture, WGPUDevice, WGPUCallbackInfo<WGPUPopErrorScopeCallback>)      \
-  X(DeviceCreateBuffer, WGPUBuffer, WGPUDevice, const WGPUBufferDescriptor*)                       \
-  X(DeviceCreateShaderModule, WGPUShaderModule, WGPUDevice, const WGPUShaderModuleDescriptor*)     \
-  X(DeviceCreateBindGroupLayout, WGPUBindGroupLayout, WGPUDevice,                                  \
-    const WGPUBindGroupLayoutDescriptor*)                                                          \
-  X(DeviceCreatePipelineLayout, WGPUPipelineLayout, WGPUDevice,                                    \
-    const WGPUPipelineLayoutDescriptor*)                                                           \
-  X(DeviceCreateComputePipeline, WGPUComputePipeline, WGPUDevice,                                  \
-    const WGPUComputePipelineDescriptor*)                                                          \
-  X(DeviceCreateComputePipelineAsync, WGPUFuture, WGPUDevice,                                      \
-    const WGPUComputePipelineDescriptor*,                                                          \
-    WGPUCallbackInfo<WGPUCreateComputePipelineAsyncCallback>)                                      \
-  X(DeviceCreateBindGroup, WGPUBindGroup, WGPUDevice, const WGPUBindGroupDescriptor*)              \
-  X(DeviceCreateCommandEncoder, WGPUCommandEncoder, WGPUDevice,                                    \
-    const WGPUCommandEncoderDescriptor*)                                                           \
-  X(DeviceCreateQuerySet, WGPUQuerySet, WGPUDevice, const WGPUQuerySetDescriptor*)                 \
-  X(QueueRelease, void, WGPUQueue)                                                                 \
-  X(QueueSubmit, void, WGPUQueue, std::size_t, const WGPUCommandBuffer*)                           \
-  X(QueueWriteBuffer, void, WGPUQueue, WGPUBuffer, std::uint64_t, const void*, std::size_t)        \
-  X(QueueOnSubmittedWorkDone, WGPUFuture, WGPUQueue, WGPUCallbackInfo<WGPUQueueWorkDoneCallback>)  \
-  X(BufferAddRef, void, WGPUBuffer)                                                                \
-  X(BufferRelease, void, WGPUBuffer)                                                               \
-  X(BufferGetSize, std::uint64_t, WGPUBuffer)                                                      \
-  X(BufferGetUsage, WGPUFlags, WGPUBuffer)                                                         \
-  X(BufferDestroy, void, WGPUBuffer)                                                               \
-  X(BufferMapAsync, WGPUFuture, WGPUBuffer, WGPUFlags, std::size_t, std::size_t,                   \
-    WGPUCallbackInfo<WGPUBufferMapCallback>)                                                       \
-  X(BufferGetConstMappedRange, const void*, WGPUBuffer, std::size_t, std::size_t)                  \
-  X(BufferUnmap, void, WGPUBuffer)                                                                 \
-  X(ShaderModuleRelease, void, WGPUShaderModule)                                                   \
-  X(ShaderModuleGetCompilationInfo, WGPUFuture, WGPUShaderModule,                                  \
-    WGPUCallbackInfo<WGPUCompilationInfoCallback>)                                                 \
-  X(BindGroupLayoutRelease, void, WGPUBindGroupLayout)                                             \
-  X(BindGroupRelease, void, WGPUBindGroup)                                                         \
-  X(PipelineLayoutRelease, void, WGPUPipelineLayout)                                               \
-  X(ComputePipelineRelease, void, WGPUComputePipeline)                                             \
-  X(CommandEncoderAddRef, void, WGPUCommandEncoder)                                                \
-  X(CommandEncoderRelease, void, WGPUCommandEncoder)                                               \
-  X(CommandEncoderBeginComputePass, WGPUComputePassEncoder, WGPUCommandEncoder,                    \
-    const WGPUComputePassDescriptor*)                                                              \
-  X(CommandEncoderCopyBufferToBuffer, void, WGPUCommandEncoder, WGPUBuffer, std::uint64_t,         \
-    WGPUBuffer, std::uint64_t, std::uint64_t)                                                      \
-  X(CommandEncoderClearBuffer, void, WGPUCommandEncoder, WGPUBuffer, std::uint64_t, std::uint64_t) \
-  X(CommandEncoderResolveQuerySet, void, WGPUCommandEncoder, WGPUQuerySet, std::uint32_t,          \
-    std::uint32_t, WGPUBuffer, std::uint64_t)                                                      \
-  X(CommandEncoderFinish, WGPUCommandBuffer, WGPUCommandEncoder,                                   \
-    const WGPUCommandBufferDescriptor*)                                                            \
-  X(CommandBufferRelease, void, WGPUCommandBuffer)                                                 \
-  X(ComputePassEncoderSetPipeline, void, WGPUComputePassEncoder, WGPUComputePipeline)              \
-  X(ComputePassEncoderSetBindGroup, void, WGPUComputePassEncoder, std::uint32_t, WGPUBindGroup,    \
-    std::size_t, const std::uint32_t*)                                                             \
-  X(ComputePassEncoderDispatchWorkgroups, void, WGPUComputePassEncoder, std::uint32_t,             \
-    std::uint32_t, std::uint32_t)                                                                  \
-  X(ComputePassEncoderEnd, void, WGPUComputePassEncoder)                                           \
-  X(ComputePassEncoderRelease, void, WGPUComputePassEncoder)                                       \
-  X(QuerySetRelease, void, WGPUQuerySet)                                                           \
+#define WGSL_FORGE_WEBGPU_FUNCTIONS(X)                                                            \
+  X(CreateInstance, WGPUInstance, const void*)                                                    \
+  X(InstanceAddRef, void, WGPUInstance)                                                           \
+  X(InstanceRelease, void, WGPUInstance)                                                          \
+  X(InstanceProcessEvents, void, WGPUInstance)                                                    \
+  X(InstanceRequestAdapter, WGPUFuture, WGPUInstance, const WGPURequestAdapterOptions*,           \
+    WGPUCallbackInfo<WGPURequestAdapterCallback>)                                                 \
+  X(AdapterAddRef, void, WGPUAdapter)                                                             \
+  X(AdapterRelease, void, WGPUAdapter)                                                            \
+  X(AdapterGetInfo, std::uint32_t, WGPUAdapter, WGPUAdapterInfo*)                                 \
+  X(AdapterInfoFreeMembers, void, WGPUAdapterInfo)                                                \
+  X(AdapterGetLimits, std::uint32_t, WGPUAdapter, WGPULimits*)                                    \
+  X(AdapterHasFeature, WGPUBool, WGPUAdapter, std::uint32_t)                                      \
+  X(AdapterRequestDevice, WGPUFuture, WGPUAdapter, const WGPUDeviceDescriptor*,                   \
+    WGPUCallbackInfo<WGPURequestDeviceCallback>)                                                  \
+  X(DeviceAddRef, void, WGPUDevice)                                                               \
+  X(DeviceRelease, void, WGPUDevice)                                                              \
+  X(DeviceDestroy, void, WGPUDevice)                                                              \
+  X(DeviceGetLimits, std::uint32_t, WGPUDevice, WGPULimits*)                                      \
+  X(DeviceHasFeature, WGPUBool, WGPUDevice, std::uint32_t)                                        \
+  X(DeviceGetQueue, WGPUQueue, WGPUDevice)                                                        \
+  X(DevicePushErrorScope, void, WGPUDevice, std::uint32_t)                                        \
+  X(DevicePopErrorScope, WGPUFuture, WGPUDevice, WGPUCallbackInfo<WGPUPopErrorScopeCallback>)     \
+  X(DeviceCreateBuffer, WGPUBuffer, WGPUDevice, const WGPUBufferDescriptor*)                      \
+  X(DeviceCreateShaderModule, WGPUShaderModule, WGPUDevice, const WGPUShaderModuleDescriptor*)    \
+  X(DeviceCreateBindGroupLayout, WGPUBindGroupLayout, WGPUDevice,                                 \
+    const WGPUBindGroupLayoutDescriptor*)                                                         \
+  X(DeviceCreatePipelineLayout, WGPUPipelineLayout, WGPUDevice,                                   \
+    const WGPUPipelineLayoutDescriptor*)                                                          \
+  X(DeviceCreateComputePipeline, WGPUComputePipeline, WGPUDevice,                                 \
+    const WGPUComputePipelineDescriptor*)                                                         \
+  X(DeviceCreateComputePipelineAsync, WGPUFuture, WGPUDevice,                                     \
+    const WGPUComputePipelineDescriptor*,                                                         \
+    WGPUCallbackInfo<WGPUCreateComputePipelineAsyncCallback>)                                     \
+  X(DeviceCreateBindGroup, WGPUBindGroup, WGPUDevice, const WGPUBindGroupDescriptor*)             \
+  X(DeviceCreateCommandEncoder, WGPUCommandEncoder, WGPUDevice,                                   \
+    const WGPUCommandEncoderDescriptor*)                                                          \
+  X(DeviceCreateQuerySet, WGPUQuerySet, WGPUDevice, const WGPUQuerySetDescriptor*)                \
+  X(QueueRelease, void, WGPUQueue)                                                                \
+  X(QueueSubmit, void, WGPUQueue, std::size_t, const WGPUCommandBuffer*)                          \
+  X(QueueWriteBuffer, void, WGPUQueue, WGPUBuffer, std::uint64_t, const void*, std::size_t)       \
+  X(QueueOnSubmittedWorkDone, WGPUFuture, WGPUQueue, WGPUCallbackInfo<WGPUQueueWorkDoneCallback>) \
+  X(BufferAddRef, void, WGPUBuffer)                                                               \
+  X(BufferRelease, void, WGPUBuffer)                                                              \
+  X(BufferGetSize, std::uint64_t, WGPUBuffer)                                                     \
+  X(BufferGetUsage, WGPUFlags, WGPUBuffer)                                                        \
+  X(BufferDestroy, void, WGPUBuffer)                                                              \
+  X(BufferMapAsync, WGPUFuture, WGPUBuffer, WGPUFlags, std::size_t, std::size_t,                  \
+    WGPUCallbackInfo<WGPUBufferMapCallback>)                                                      \
+  X(BufferGetConstMappedRange, const void*, WGPUBuffer, std::size_t, std::size_t)                 \
+  X(BufferUnmap, void, WGPUBuffer)                                                                \
+  X(ShaderModuleRelease, void, WGPUShaderModule)                                                  \
+  X(ShaderModuleGetCompilationInfo, WGPUFuture, WGPUShaderModule,                                 \
+    WGPUCallbackInfo<WGPUCompilationInfoCallback>)                                                \
+  X(BindGroupLayoutRelease, void, WGPUBindGroupLayout)                                            \
+  X(BindGroupRelease, void, WGPUBindGroup)                                                        \
+  X(PipelineLayoutRelease, void, WGPUPipelineLayout)                                              \
+  X(ComputePipelineRelease, void, WGPUComputePipeline)                                            \
+  X(CommandEncoderAddRef, void, WGPUCommandEncoder)                                               \
+  X(CommandEncoderRelease, void, WGPUCommandEncoder)                                              \
+  X(CommandEncoderBeginComputePass, WGPUComputePassEncoder, WGPUCommandEncoder,                   \
+    const WGPUComputePassDescriptor*)                                                             \
+  X(CommandEncoderCopyBufferToBuffer, void, WGPUCommandEncoder, WGPUBuffer, std::uint64_t,        \
+    WGPUBuffer, std::uint64_t, std::uint64_t)                                                     \
+  X(CommandEncoderResolveQuerySet, void, WGPUCommandEncoder, WGPUQuerySet, std::uint32_t,         \
+    std::uint32_t, WGPUBuffer, std::uint64_t)                                                     \
+  X(CommandEncoderFinish, WGPUCommandBuffer, WGPUCommandEncoder,                                  \
+    const WGPUCommandBufferDescriptor*)                                                           \
+  X(CommandBufferRelease, void, WGPUCommandBuffer)                                                \
+  X(ComputePassEncoderSetPipeline, void, WGPUComputePassEncoder, WGPUComputePipeline)             \
+  X(ComputePassEncoderSetBindGroup, void, WGPUComputePassEncoder, std::uint32_t, WGPUBindGroup,   \
+    std::size_t, const std::uint32_t*)                                                            \
+  X(ComputePassEncoderDispatchWorkgroups, void, WGPUComputePassEncoder, std::uint32_t,            \
+    std::uint32_t, std::uint32_t)                                                                 \
+  X(ComputePassEncoderEnd, void, WGPUComputePassEncoder)                                          \
+  X(ComputePassEncoderRelease, void, WGPUComputePassEncoder)                                      \
+  X(QuerySetRelease, void, WGPUQuerySet)                                                          \
   X(QuerySetDestroy, void, WGPUQuerySet)
 
 // Dawn's own functions, outside webgpu.h: resolved when the library has them and null otherwise,

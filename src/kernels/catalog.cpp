@@ -87,12 +87,6 @@ Result<BufferSpec> KernelDefinition::find_buffer(std::string_view name) const {
                                              std::string(name) + "' (its buffers: " + known + ").");
 }
 
-const BufferPlan* DispatchPlan::find(std::string_view name) const {
-  auto it = std::find_if(buffers.begin(), buffers.end(),
-                         [&](const BufferPlan& buffer) { return buffer.name == name; });
-  return it == buffers.end() ? nullptr : &*it;
-}
-
 namespace {
 
 std::vector<KernelBinding> runtime_bindings(const std::vector<WgslBinding>& table) {
