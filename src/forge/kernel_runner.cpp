@@ -57,6 +57,24 @@ std::vector<std::uint32_t> input_poison(kernels::ElementType element, const Case
   return poison;
 }
 
+// The contents given for input `buffer`: an error when there are none or more than the plan's
+// buffer holds (both a bug of the caller, which writes the inputs of a certification or tuning).
+Result<const std::vector<std::byte>*> input_contents(const std::string& kernel_id,
+                                                     const kernels::BufferPlan& buffer,
+                                                     const BufferContents& inputs) {
+  auto given = inputs.find(buffer.name);
+  if (given == inputs.end()) {
+    return Error(ErrorKind::kInvalidInput,
+                 "No contents are given for input " + buffer.name + " of " + kernel_id + ".");
+  }
+  if (given->second.size() > buffer.bytes) {
+    return Error(ErrorKind::kInvalidInput,
+                 "Input " + buffer.name + " has " + std::to_string(given->second.size()) +
+                     " bytes; the plan's buffer holds " + std::to_string(buffer.bytes) + ".");
+  }
+  return &given->second;
+}
+
 std::string hex_bytes(std::span<const std::byte> bytes) {
   static const char kDigits[] = "0123456789abcdef";
   std::string text;
@@ -318,21 +336,10 @@ Status PreparedKernel::load_inputs(const BoundPlan& bound, const BufferContents&
     const gpu::Buffer& target = bound.buffer(buffer.name);
     std::vector<std::byte> contents;
     if (buffer.role == kernels::BufferRole::kInput) {
-      auto given = inputs.find(buffer.name);
-      if (given == inputs.end()) {
-        return Error(ErrorKind::kInvalidInput, "No contents are given for input " + buffer.name +
-                                                   " of " + generated_.kernel_id + ".")
-            .with_context(context);
-      }
-      if (given->second.size() > buffer.bytes) {
-        return Error(ErrorKind::kInvalidInput,
-                     "Input " + buffer.name + " has " + std::to_string(given->second.size()) +
-                         " bytes; the plan's buffer holds " + std::to_string(buffer.bytes) + ".")
-            .with_context(context);
-      }
+      WF_TRY_ASSIGN_CONTEXT(const std::vector<std::byte>* given,
+                            input_contents(generated_.kernel_id, buffer, inputs), context);
       contents.assign(buffer.bytes, std::byte{0});
-      if (!given->second.empty())
-        std::memcpy(contents.data(), given->second.data(), given->second.size());
+      if (!given->empty()) std::memcpy(contents.data(), given->data(), given->size());
     } else {
       contents = poison_bytes(buffer.bytes);
     }
@@ -412,22 +419,11 @@ Status PreparedKernel::load_guarded(const BoundPlan& bound, const BufferContents
       std::memcpy(contents.data() + guard, poisoned.data(), buffer.bytes);
       std::memcpy(contents.data() + guard + buffer.bytes, pattern.data(), guard);
     } else {
-      auto given = inputs.find(buffer.name);
-      if (given == inputs.end() || given->second.size() > buffer.bytes) {
-        return Error(ErrorKind::kInvalidInput,
-                     "Input " + buffer.name + " of " + generated_.kernel_id + " has " +
-                         (given == inputs.end() ? std::string("no contents")
-                                                : std::to_string(given->second.size()) +
-                                                      " bytes; the plan's buffer holds " +
-                                                      std::to_string(buffer.bytes)) +
-                         ".")
-            .with_context(context);
-      }
-      if (!given->second.empty()) {
-        std::memcpy(contents.data() + guard, given->second.data(), given->second.size());
-      }
+      WF_TRY_ASSIGN_CONTEXT(const std::vector<std::byte>* given,
+                            input_contents(generated_.kernel_id, buffer, inputs), context);
+      if (!given->empty()) std::memcpy(contents.data() + guard, given->data(), given->size());
       // From the end of the contents: the plan's padding is no more the kernel's to read.
-      const std::uint64_t from = guard + (given->second.size() + 3) / 4 * 4;
+      const std::uint64_t from = guard + (given->size() + 3) / 4 * 4;
       WF_TRY_ASSIGN_CONTEXT(kernels::BufferSpec spec, kernel_->find_buffer(buffer.name), context);
       const std::vector<std::uint32_t> poison =
           input_poison(spec.element, guards, index, (contents.size() - from) / 4);
