@@ -23,6 +23,11 @@
 //     file can make a reader wait. Links are refused, not followed, even to a valid entry: writers
 //     only ever make regular files, and a link may name anything (a FIFO, a device, /dev/zero);
 //   - topology_key(topology_hash, kernel_id) = BLAKE3(topology_hash + "\0" + kernel_id), hex.
+//   - size buckets (kernels::SizeBucket): a kernel is tuned at a few sizes. The entry of its main
+//     bucket stays at topology_key; the entry of another bucket, labelled L ("2^20", "1024^3"),
+//     is at bucket_key = BLAKE3(topology_hash + "\0" + kernel_id + "\0" + L), hex. Each tuning
+//     manifest records its bucket (context.bucket, null for the main one), so that a reader
+//     checks the entry belongs to the key it is stored under.
 //
 // Trust model. Whoever can write the root can change what every reader of it runs: the cache is
 // as trusted as the least trusted writer of its directory, so it belongs to one user (the default
@@ -139,11 +144,18 @@ class ManifestCache {
   // Keys a tuning record by (topology, kernel) rather than by the winning schedule, so
   // auto-tune-all can ask "has this kernel been tuned on this hardware?" before searching.
   static std::string topology_key(std::string_view topology_hash, std::string_view kernel_id);
+  // The key of the kernel's tuning for a size bucket: topology_key for the main bucket (an
+  // empty `bucket`), else BLAKE3(topology_hash + "\0" + kernel_id + "\0" + bucket), hex.
+  static std::string bucket_key(std::string_view topology_hash, std::string_view kernel_id,
+                                std::string_view bucket);
 
-  Result<std::optional<TuningManifest>> load_tuning_for_topology(std::string_view topology_hash,
-                                                                 std::string_view kernel_id) const;
+  // The entry of `bucket` (empty: the main one).
+  Result<std::optional<TuningManifest>> load_tuning_for_topology(
+      std::string_view topology_hash, std::string_view kernel_id,
+      std::string_view bucket = {}) const;
   // The manifest must describe `kernel_id` and carry `topology_hash` in its context, so that a
-  // reader can check that the entry belongs to its key.
+  // reader can check that the entry belongs to its key; it is stored under the key of the
+  // bucket it records (context.bucket).
   Result<std::filesystem::path> store_tuning_for_topology(std::string_view topology_hash,
                                                           std::string_view kernel_id,
                                                           const TuningManifest& manifest) const;
@@ -215,6 +227,11 @@ class ManifestCache {
   static Result<std::string> topology_entry_bytes(std::string_view topology_hash,
                                                   std::string_view kernel_id,
                                                   const TuningManifest& manifest);
+  // The key a topology entry of `manifest` is stored under: that of its recorded bucket.
+  static std::string entry_key(std::string_view topology_hash, std::string_view kernel_id,
+                               const TuningManifest& manifest) {
+    return bucket_key(topology_hash, kernel_id, manifest.context.bucket.value_or(""));
+  }
 
   std::filesystem::path root_;
   std::shared_ptr<FileSystem> files_;

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -60,8 +61,13 @@ struct TuneProgress {
 struct TuneOptions {
   // The most candidates one kernel may time (the default schedule is always one of them).
   std::uint32_t budget = 12;
-  // The problem to time at; default: kernel.tuning_problem(adapter is a CPU).
+  // The problem to time at; default: the bucket's problem, else kernel.tuning_problem(adapter is
+  // a CPU).
   std::optional<kernels::Problem> problem;
+  // The size bucket tuned for: its problem is timed (unless `problem` is given), and a bucket
+  // other than the kernel's main one is recorded in the manifest (TuningContext::bucket), which
+  // decides the entry's key. Default: the main bucket.
+  std::optional<kernels::SizeBucket> bucket;
   std::uint64_t seed = 0;  // 0: fresh
   gpu::TimingOptions timing;
   std::function<void(const TuneProgress&)> progress;
@@ -112,6 +118,7 @@ std::pair<double, std::string> throughput(const kernels::KernelDefinition& kerne
 
 struct AutoTuneRow {
   std::string kernel_id;
+  std::string bucket;  // the size bucket's label (kernels::SizeBucket)
   enum class Status {
     kTuned,           // searched and stored (replacing what was there, when `decision` says so)
     kCached,          // the cache already had it
@@ -136,8 +143,21 @@ struct AutoTuneOptions {
   // With retune: replace the entry with the new search's winner whatever it is, and whatever
   // another process stored meanwhile (the stored winner does not compete).
   bool force = false;
+  // The size buckets to tune, by label (kernels::SizeBucket::label, or "main" for each kernel's
+  // main bucket); empty: every bucket. A kernel with none of these labels is left out.
+  std::vector<std::string> sizes;
+  // Told before each (kernel, bucket) is looked at: its index among all of them, their count.
   std::function<void(std::size_t index, std::size_t count, const std::string& kernel_id)> on_kernel;
 };
+
+// The size buckets of `kernel` on this device (KernelDefinition::size_buckets, scaled for a CPU
+// adapter), and those of them that `sizes` selects (AutoTuneOptions::sizes).
+std::vector<kernels::SizeBucket> size_buckets(const gpu::Device& device,
+                                              const kernels::KernelDefinition& kernel);
+kernels::SizeBucket main_bucket(const gpu::Device& device, const kernels::KernelDefinition& kernel);
+std::vector<kernels::SizeBucket> selected_buckets(const gpu::Device& device,
+                                                  const kernels::KernelDefinition& kernel,
+                                                  const std::vector<std::string>& sizes);
 
 // Stores certification evidence. Certification entries are immutable and keyed by what was
 // certified (kernel, revision, source, schedule, adapter, topology), not by the seeds: when an
@@ -152,6 +172,12 @@ Result<std::filesystem::path> store_certification_evidence(const ManifestCache& 
 // says what happened. Nothing in the cache changes before the search has a certified winner. Losing
 // the race to another process that stored a valid current entry meanwhile is success
 // (kTunedElsewhere).
+// `bucket` says which entry (ManifestCache::bucket_key) and, unless options.tune.problem is
+// given, which problem.
+AutoTuneRow tune_and_store(gpu::Device& device, const ManifestCache& cache,
+                           const kernels::KernelDefinition& kernel,
+                           const kernels::SizeBucket& bucket, const AutoTuneOptions& options);
+// The same for the kernel's main bucket.
 AutoTuneRow tune_and_store(gpu::Device& device, const ManifestCache& cache,
                            const kernels::KernelDefinition& kernel, const AutoTuneOptions& options);
 
@@ -161,6 +187,9 @@ AutoTuneRow tune_and_store(gpu::Device& device, const ManifestCache& cache,
 // the regenerated WGSL's). False for a usable entry and for one that cannot be read for another
 // reason (permissions, I/O; tune_and_store reports it without replacing it), so that a caller
 // can prove the cache writable only when it will be written.
+bool would_tune(const gpu::Device& device, const ManifestCache& cache,
+                const kernels::KernelDefinition& kernel, const kernels::SizeBucket& bucket,
+                const AutoTuneOptions& options);
 bool would_tune(const gpu::Device& device, const ManifestCache& cache,
                 const kernels::KernelDefinition& kernel, const AutoTuneOptions& options);
 
@@ -185,10 +214,11 @@ std::optional<UnusableTuning> find_unusable_tuning(const kernels::KernelDefiniti
 // name and kind, and the report is not clean.
 Result<VerifyReport> verify_cache(const ManifestCache& cache);
 
-// Tunes each of `kernels` not yet tuned for this adapter's topology, in order, and stores the
-// tuning and certification manifests; asks the cache first. A failure of one kernel (even a
-// corrupt cache entry) is reported in its row and the others go on; once the device is lost,
-// every kernel left gets a row that says so. options.on_kernel is told before each kernel.
+// Tunes each size bucket of each of `kernels` (those options.sizes selects) not yet tuned for
+// this adapter's topology, in order (a kernel's buckets smallest first), and stores the tuning
+// and certification manifests; asks the cache first. One row per (kernel, bucket). A failure of
+// one (even a corrupt cache entry) is reported in its row and the others go on; once the device
+// is lost, every one left gets a row that says so.
 std::vector<AutoTuneRow> auto_tune_all(gpu::Device& device, const ManifestCache& cache,
                                        std::span<const kernels::KernelDefinition* const> kernels,
                                        const AutoTuneOptions& options);
@@ -216,12 +246,14 @@ struct PassTime {
   double cumulative_median_ns = 0;  // the plan up to and including this pass
 };
 
-// One kernel's tuned schedule (from the cache, when tuned for this topology) and default schedule,
+// One kernel's tuned schedule (from the cache, when the size bucket nearest to `problem` is
+// tuned for this topology) and default schedule,
 // timed at `problem` on the same inputs; with `pass_times`, also each pass of the first of them
 // (the tuned one when there is one).
 struct BenchRow {
   std::string kernel_id;
   kernels::Problem problem;
+  std::string bucket;  // the size bucket nearest to the problem, whose tuning is timed
   std::optional<Schedule> tuned_schedule;  // the cache's winner, or the schedule given instead
   std::optional<TimingSummary> tuned;
   bool given = false;         // tuned_schedule was given by the caller, not taken from the cache
@@ -260,10 +292,33 @@ class KernelLibrary {
     std::string origin;  // "tuned: ..." or why the default is used, naming the entry
   };
 
-  // The pipelines of `kernel_id` with its tuned schedule for this topology, or the default
-  // schedule (tuned = false, origin says why) when it has not been tuned here yet, or its entry
-  // cannot be read or used (find_unusable_tuning), or fails its re-certification.
+  // A kernel ready at every size: the schedule of each of its size buckets
+  // (forge::size_buckets), where buckets that chose the same schedule share one ReadyKernel.
+  struct BucketedKernel {
+    const kernels::KernelDefinition* definition = nullptr;
+    std::vector<kernels::SizeBucket> buckets;
+    std::vector<std::shared_ptr<ReadyKernel>> ready;  // one per bucket, in the same order
+    // Where each bucket's schedule came from (a shared ReadyKernel's origin is its first
+    // bucket's).
+    std::vector<std::string> bucket_origins;
+
+    // The kernel of the bucket nearest to `problem` (kernels::nearest_buckets).
+    ReadyKernel& for_problem(const kernels::Problem& problem) const;
+    // "<label>: <origin>" of every bucket, one per line.
+    std::string origins() const;
+  };
+
+  // The pipelines of `kernel_id` with its schedule tuned for this topology at its main size
+  // bucket, or the default schedule (tuned = false, origin says why) when it has not been tuned
+  // here yet, or its entry cannot be read or used (find_unusable_tuning), or fails its
+  // re-certification.
   Result<ReadyKernel> load(std::string_view kernel_id);
+  // The same for the bucket nearest to `problem`. When that bucket has no usable tuning, the
+  // nearest bucket that has one gives the schedule (origin names both); with none, the default.
+  Result<ReadyKernel> load(std::string_view kernel_id, const kernels::Problem& problem);
+  // Every bucket of each of `kernel_ids`, all their pipelines compiled at once; the first kernel
+  // that fails gives the error.
+  Result<std::vector<BucketedKernel>> load_bucketed(std::span<const std::string_view> kernel_ids);
   // The kernels of `kernel_ids` as load gives them, with all their pipelines compiled at once
   // (PreparedKernel::prepare_all); the first kernel that fails gives the error.
   Result<std::vector<ReadyKernel>> load(std::span<const std::string_view> kernel_ids);
@@ -279,7 +334,14 @@ class KernelLibrary {
     bool tuned = false;
     std::string origin;
   };
-  Result<ChosenKernel> choose(const kernels::KernelDefinition& kernel);
+  // The schedule for buckets[wanted]: that bucket's tuning, else the nearest tuned bucket's.
+  Result<ChosenKernel> choose(const kernels::KernelDefinition& kernel,
+                              const std::vector<kernels::SizeBucket>& buckets, std::size_t wanted);
+  // The bucket nearest to `problem`, or the main bucket.
+  Result<ChosenKernel> choose_for(const kernels::KernelDefinition& kernel,
+                                  const std::optional<kernels::Problem>& problem);
+  Result<ReadyKernel> load_one(const kernels::KernelDefinition& kernel,
+                               const std::optional<kernels::Problem>& problem);
   // The chosen kernels' pipelines, all compiled at once.
   Result<std::vector<ReadyKernel>> prepare(std::vector<ChosenKernel> chosen);
 

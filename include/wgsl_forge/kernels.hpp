@@ -69,6 +69,34 @@ struct Problem {
   std::string to_string() const;
 };
 
+// One size a kernel is tuned at. A database runs each primitive at many sizes, and the fastest
+// schedule at 2^16 elements is often not the one at 2^28, so each kernel is tuned at a few sizes
+// that span what a database runs (KernelDefinition::size_buckets), and a call of any size uses
+// the schedule of the nearest bucket (nearest_buckets).
+struct SizeBucket {
+  // Names the bucket in cache keys, `--sizes` and reports: "2^20" (elements), "1024^3" (GEMM).
+  std::string label;
+  Problem problem;
+  // The kernel's main tuning size (tuning_problem): its entry stays at the seed's
+  // topology_key(topology_hash, kernel_id); the other buckets' keys are derived from it
+  // (ManifestCache::bucket_key).
+  bool main = false;
+};
+
+// What a bucket is chosen by: the element count, or m * n * k for GEMM (0 for an empty problem).
+std::uint64_t bucket_measure(const Problem& problem);
+
+// The buckets' indices, nearest to `problem` first: by the distance of log2(bucket_measure)
+// between the problem and each bucket, and between equally near buckets the larger first. So a
+// call of n elements uses the bucket tuned at the size closest to n by ratio (with buckets 2^16,
+// 2^20, 2^24, 2^28: n < 2^18 takes 2^16, 2^18 <= n < 2^22 takes 2^20, ...), and when that bucket
+// has no usable tuning, the next one in this order. An empty problem counts as one element.
+std::vector<std::size_t> nearest_buckets(const std::vector<SizeBucket>& buckets,
+                                         const Problem& problem);
+// The first of nearest_buckets (`buckets` must not be empty), without allocating: what a typed
+// call does on every call.
+std::size_t nearest_bucket(const std::vector<SizeBucket>& buckets, const Problem& problem);
+
 enum class BufferRole { kInput, kOutput, kScratch };
 const char* buffer_role_name(BufferRole role);
 
@@ -200,6 +228,12 @@ class KernelDefinition {
   virtual WorkAmount work(const Problem& problem) const = 0;
   // The problem tuned at by default, scaled for CPU adapters (lavapipe) vs GPUs.
   virtual Problem tuning_problem(bool cpu_adapter) const = 0;
+  // The sizes tuned at, smallest first, one of them the main bucket (tuning_problem). Default:
+  // the main problem and smaller ones by factors of 16 in elements (on a GPU 2^16, 2^20, 2^24
+  // and 2^28; on a CPU adapter two buckets, main / 16 and main, so that lavapipe tunes in
+  // minutes), or for GEMM the cubes of a quarter, a half and the whole main side (1024^3,
+  // 2048^3, 4096^3; on a CPU adapter half and whole: 64^3, 128^3). Labels are unique.
+  virtual std::vector<SizeBucket> size_buckets(bool cpu_adapter) const;
   // Schedules, as knob overrides (`k=v,...`, the syntax of --schedule), that timed fastest on an
   // adapter where they were measured. The tuner times those that fit the adapter right after
   // the default, before its random sample, so that a small budget starts from them; they are

@@ -1,9 +1,9 @@
 #pragma once
 // The on-disk form of manifests: canonical JSON.
 //
-// Grammar (schema_version 1). Every manifest is one JSON object:
+// Grammar (tuning schema_version 2, certification 1). Every manifest is one JSON object:
 //   tuning:        {"adapter", "backend", "cache_key", "content_hash", "context", "kernel_id",
-//                   "kernel_revision", "manifest_kind": "tuning", "result", "schema_version": 1,
+//                   "kernel_revision", "manifest_kind": "tuning", "result", "schema_version": 2,
 //                   "source_hash"}
 //   certification: {"adapter", "backend", "cache_key" (string or null), "cases", "content_hash",
 //                   "kernel_id", "kernel_revision", "manifest_kind": "certification", "schedule",
@@ -37,8 +37,13 @@
 //     (counted by a linear scan that skips strings) is refused.
 //
 // Version policy: schema_version is an integer that changes whenever a field is added, removed or
-// changes meaning. Readers accept exactly the versions they know (now only 1) and name any other;
-// an entry of an older version is re-tuned, never reinterpreted.
+// changes meaning. Readers accept exactly the versions they know (tuning 2, certification 1) and
+// name any other; an entry of an older version is re-tuned, never reinterpreted. History:
+//   - tuning 2 added context.bucket (the size bucket, null for the kernel's main one) to the
+//     manifest and to its cache key. A tuning entry of version 1 reads as a corruption naming
+//     schema_version: `cache verify` lists it, the library runs the default schedule with that
+//     reason, and auto-tune-all tunes the kernel again and replaces the entry (a damaged entry
+//     is replaced without --retune).
 
 #include <cstddef>
 #include <string>

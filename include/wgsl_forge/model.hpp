@@ -165,6 +165,10 @@ struct TuningContext {
   std::vector<std::string> toggles;          // runtime toggles in force while timing, sorted
   std::optional<CandidateResult> baseline;   // the kernel's default schedule, measured alongside
   std::vector<Schedule> ties;                // finalists within timing noise of the winner
+  // The size bucket tuned for (kernels::SizeBucket::label), for every bucket but the kernel's
+  // main one, whose entry stays at the seed's topology key: the cache checks that an entry
+  // belongs to the key of its bucket (ManifestCache::bucket_key).
+  std::optional<std::string> bucket;
 
   bool operator==(const TuningContext&) const = default;
 };
@@ -178,7 +182,7 @@ struct BrokenInvariant {
 
 // Evidence that `result.winner` is the fastest certified schedule of a kernel on an adapter.
 struct TuningManifest {
-  static constexpr std::uint32_t kSchemaVersion = 1;
+  static constexpr std::uint32_t kSchemaVersion = 2;
 
   std::string cache_key;  // 64 hex; see compute_cache_key()
   std::string kernel_id;

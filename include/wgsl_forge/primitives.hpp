@@ -1,8 +1,11 @@
 #pragma once
 // The primitives a database calls on its own GPU buffers: one call per operation, each with the
-// schedule tuned for this adapter's topology (or the default schedule, with the reason in
-// origin()). A call either runs and waits, or records into a Batch, so that several calls (a
-// filter, then a gather, then a sort) go to the GPU in one submission with no host round trip.
+// schedule tuned for this adapter's topology at the size bucket nearest to the call's size
+// (kernels::nearest_buckets; with buckets 2^16, 2^20, 2^24 and 2^28, a sort of 300,000 keys takes
+// the 2^20 bucket's schedule), or the default schedule, with the reason in origin(). The first
+// call of a kernel (or load) compiles the pipelines of every bucket's schedule. A call either
+// runs and waits, or records into a Batch, so that several calls (a filter, then a gather, then
+// a sort) go to the GPU in one submission with no host round trip.
 //
 //   forge::Primitives primitives(device, ManifestCache(root));
 //   auto keys = device.wrap_buffer(my_wgpu_buffer, "keys");        // or device.create_buffer
@@ -87,13 +90,14 @@ class Primitives {
 
   gpu::Device& device() { return *device_; }
 
-  // Compiles `kernel_id` with its tuned schedule now, rather than at its first call: what a
-  // database does at start-up. Returns where the schedule came from (see origin()).
+  // Compiles `kernel_id` with its tuned schedules now, rather than at its first call: what a
+  // database does at start-up. Returns where the schedules came from (see origin()).
   Result<std::string> load(std::string_view kernel_id);
   // Every builtin kernel not loaded yet, with all their pipelines compiled at once; the first
   // kernel that fails gives the error, and then none of them is kept.
   Status load_all();
-  // "tuned: ..." or "default schedule: <why>" for a loaded kernel; an error for another.
+  // For a loaded kernel, one line per size bucket: "<bucket>: tuned for bucket ...", or why
+  // that bucket uses another bucket's schedule or the default; an error for another kernel.
   Result<std::string> origin(std::string_view kernel_id) const;
 
   Result<Batch> begin_batch();
@@ -135,12 +139,13 @@ class Primitives {
   Status sum_u32(Batch& batch, U32Column x, std::uint64_t n, U32Column result);
 
  private:
+  struct LoadedSchedule;
   struct LoadedKernel;
   using Buffers = std::map<std::string, BufferSlice>;
 
   Result<LoadedKernel*> loaded(std::string_view kernel_id);
-  // The bound plan of `kernel_id` for `problem` on `buffers`, bound once and reused.
-  Result<std::shared_ptr<const BoundPlan>> bound(LoadedKernel& kernel,
+  // The bound plan of a schedule for `problem` on `buffers`, bound once and reused.
+  Result<std::shared_ptr<const BoundPlan>> bound(LoadedSchedule& kernel,
                                                  const kernels::Problem& problem,
                                                  const Buffers& buffers);
   // Binds, then runs and waits (null batch) or records.

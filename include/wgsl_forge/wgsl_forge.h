@@ -79,15 +79,17 @@ const char* wf_context_topology_hash(const wf_context* context);
 /* Compiles every builtin kernel with its tuned schedule (or the default one): a database's
  * start-up. */
 int wf_load_all(wf_context* context);
-/* Where a loaded kernel's schedule came from: "tuned: ..." or "default schedule: <why>". */
+/* Where a loaded kernel's schedules came from, one line per size bucket (a call uses the bucket
+ * nearest to its size): "<bucket>: tuned for bucket ..." or why it runs another bucket's
+ * schedule or the default one. */
 int wf_kernel_origin(wf_context* context, const char* kernel_id, const char** origin);
-/* Tunes every builtin kernel not yet tuned for this adapter (at most `budget` candidates each)
- * and stores the evidence in the cache; *tuned and *cached (either may be NULL) count kernels.
- * A kernel that fails is WF_ERROR_REJECTED or WF_ERROR_GPU with its message; the others are
- * still tuned. */
+/* Tunes every size bucket of every builtin kernel not yet tuned for this adapter (at most
+ * `budget` candidates each) and stores the evidence in the cache; *tuned and *cached (either may
+ * be NULL) count (kernel, bucket) entries. One that fails is WF_ERROR_REJECTED with its message;
+ * the others are still tuned. */
 int wf_auto_tune_all(wf_context* context, uint32_t budget, size_t* tuned, size_t* cached);
-/* The same for one kernel; *tuned_now (may be NULL) is 1 when it was tuned now, 0 when the cache
- * already had it. A context loads a kernel once: open a new context to run what was tuned. */
+/* The same for one kernel's buckets; *tuned_now (may be NULL) is 1 when any was tuned now, 0 when
+ * the cache already had them all. A context loads a kernel once: open a new context to run what was tuned. */
 int wf_tune_kernel(wf_context* context, const char* kernel_id, uint32_t budget, int* tuned_now);
 
 /* Batches: calls recorded into one command encoder. `wgpu_command_encoder` NULL: the context's

@@ -152,7 +152,8 @@ Result<Manifest> decode_entry(std::string_view key, const fs::path& path, const 
 bool tuning_belongs_to(const TuningManifest& manifest, std::string_view key) {
   if (manifest.cache_key == key) return true;
   return manifest.context.topology_hash &&
-         ManifestCache::topology_key(*manifest.context.topology_hash, manifest.kernel_id) == key;
+         ManifestCache::bucket_key(*manifest.context.topology_hash, manifest.kernel_id,
+                                   manifest.context.bucket.value_or("")) == key;
 }
 
 template <>
@@ -161,10 +162,11 @@ Result<TuningManifest> decode_entry<TuningManifest>(std::string_view key, const 
   Result<TuningManifest> manifest = parse_tuning_manifest(bytes);
   if (!manifest) return corruption(path, manifest.error());
   if (!tuning_belongs_to(*manifest, key)) {
-    return corruption(path, Error(ErrorKind::kCorruption,
-                                  "It holds the tuning manifest of " + manifest->kernel_id +
-                                      " with cache key " + manifest->cache_key +
-                                      ", which belongs to neither this key nor its topology key."));
+    return corruption(
+        path, Error(ErrorKind::kCorruption,
+                    "It holds the tuning manifest of " + manifest->kernel_id + " with cache key " +
+                        manifest->cache_key +
+                        ", which belongs to neither this key nor the topology key of its bucket."));
   }
   return manifest;
 }
@@ -322,6 +324,17 @@ std::string ManifestCache::topology_key(std::string_view topology_hash,
   return blake3_hex(material);
 }
 
+std::string ManifestCache::bucket_key(std::string_view topology_hash, std::string_view kernel_id,
+                                      std::string_view bucket) {
+  if (bucket.empty()) return topology_key(topology_hash, kernel_id);
+  std::string material(topology_hash);
+  material.push_back('\0');
+  material.append(kernel_id);
+  material.push_back('\0');
+  material.append(bucket);
+  return blake3_hex(material);
+}
+
 Result<fs::path> ManifestCache::store_certification(const CertificationManifest& manifest) const {
   if (!manifest.cache_key) {
     return Error(ErrorKind::kSerialization,
@@ -356,7 +369,7 @@ Result<fs::path> ManifestCache::store_tuning_for_topology(std::string_view topol
                                                           std::string_view kernel_id,
                                                           const TuningManifest& manifest) const {
   WF_TRY_ASSIGN(std::string bytes, topology_entry_bytes(topology_hash, kernel_id, manifest));
-  return store_bytes(ManifestKind::kTuning, topology_key(topology_hash, kernel_id), bytes);
+  return store_bytes(ManifestKind::kTuning, entry_key(topology_hash, kernel_id, manifest), bytes);
 }
 
 Result<ManifestCache::Snapshot> ManifestCache::snapshot(ManifestKind kind,
@@ -369,7 +382,7 @@ Result<fs::path> ManifestCache::replace_tuning_for_topology(
     std::string_view topology_hash, std::string_view kernel_id, const TuningManifest& manifest,
     const std::optional<Snapshot>& expected) const {
   WF_TRY_ASSIGN(std::string bytes, topology_entry_bytes(topology_hash, kernel_id, manifest));
-  const std::string key = topology_key(topology_hash, kernel_id);
+  const std::string key = entry_key(topology_hash, kernel_id, manifest);
   if (expected && !expected->bytes) return store_bytes(ManifestKind::kTuning, key, bytes);
   const fs::path final_path = path_for(ManifestKind::kTuning, key);
   auto fail = [&](Error cause) -> Result<fs::path> {
@@ -424,8 +437,8 @@ Result<std::optional<CertificationManifest>> ManifestCache::load_certification(
 }
 
 Result<std::optional<TuningManifest>> ManifestCache::load_tuning_for_topology(
-    std::string_view topology_hash, std::string_view kernel_id) const {
-  return load_tuning(topology_key(topology_hash, kernel_id));
+    std::string_view topology_hash, std::string_view kernel_id, std::string_view bucket) const {
+  return load_tuning(bucket_key(topology_hash, kernel_id, bucket));
 }
 
 Result<std::optional<std::string>> ManifestCache::read_entry(ManifestKind kind,

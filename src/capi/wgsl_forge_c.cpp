@@ -3,6 +3,7 @@
 
 #include "wgsl_forge/wgsl_forge.h"
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -252,7 +253,7 @@ int wf_auto_tune_all(wf_context* context, uint32_t budget, size_t* tuned, size_t
           row.status == forge::AutoTuneRow::Status::kTunedElsewhere)
         ++cached_count;
       if (row.status == forge::AutoTuneRow::Status::kFailed && status == WF_OK) {
-        c.error = row.kernel_id + ": " + row.message;
+        c.error = row.kernel_id + " (size bucket " + row.bucket + "): " + row.message;
         status = WF_ERROR_REJECTED;
       }
     }
@@ -271,10 +272,16 @@ int wf_tune_kernel(wf_context* context, const char* kernel_id, uint32_t budget, 
     if (!kernel) return fail(c, kernel.error());
     forge::AutoTuneOptions options;
     options.tune.budget = budget;
-    forge::AutoTuneRow row = forge::tune_and_store(*c.device, *c.cache, **kernel, options);
-    if (tuned_now != nullptr) *tuned_now = row.status == forge::AutoTuneRow::Status::kTuned;
-    if (row.status == forge::AutoTuneRow::Status::kFailed) {
-      c.error = row.kernel_id + ": " + row.message;
+    const std::vector<forge::AutoTuneRow> rows =
+        forge::auto_tune_all(*c.device, *c.cache, std::span(&*kernel, 1), options);
+    if (tuned_now != nullptr) {
+      *tuned_now = std::any_of(rows.begin(), rows.end(), [](const forge::AutoTuneRow& row) {
+        return row.status == forge::AutoTuneRow::Status::kTuned;
+      });
+    }
+    for (const forge::AutoTuneRow& row : rows) {
+      if (row.status != forge::AutoTuneRow::Status::kFailed) continue;
+      c.error = row.kernel_id + " (size bucket " + row.bucket + "): " + row.message;
       return WF_ERROR_REJECTED;
     }
     return WF_OK;

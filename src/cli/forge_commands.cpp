@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "util/closest_match.hpp"
 #include "util/try.hpp"
 #include "wgsl_forge/forge.hpp"
 #include "wgsl_forge/manifest_json.hpp"
@@ -214,6 +215,8 @@ int run_certify(const GlobalOptions& options, const CertifyArguments& arguments)
 
 struct TuneArguments {
   std::vector<std::string> kernels;  // auto-tune-all: only these (default: every builtin)
+  // Size buckets by label, "main" or "all" (default: auto-tune-all every bucket, tune the main).
+  std::vector<std::string> sizes;
   std::uint32_t budget = 12;
   std::uint64_t size = 0;
   std::uint64_t seed = 0;
@@ -265,6 +268,7 @@ std::string speedup_text(double speedup) {
 TextTable auto_tune_table() {
   using Align = TextTable::Align;
   return TextTable({{"kernel"},
+                    {"size", Align::kRight},
                     {"status"},
                     {"winner schedule"},
                     {"median", Align::kRight},
@@ -274,8 +278,8 @@ TextTable auto_tune_table() {
 }
 
 std::vector<std::string> row_cells(const kernels::KernelDefinition& kernel,
-                                   const TuningManifest& manifest, const char* status,
-                                   std::size_t certified_cases) {
+                                   const std::string& bucket, const TuningManifest& manifest,
+                                   const char* status, std::size_t certified_cases) {
   // GEMM problems are recorded as m * n * k and tuned square.
   const bool gemm = kernel.tuning_problem(false).m != 0;
   const std::uint64_t recorded = manifest.context.problem_size;
@@ -287,6 +291,7 @@ std::vector<std::string> row_cells(const kernels::KernelDefinition& kernel,
   const double median = manifest.result.winner.timing.median_ns;
   std::optional<double> speedup = manifest.speedup_over_baseline();
   return {manifest.kernel_id,
+          bucket,
           status,
           manifest.result.winner.schedule.to_string(),
           format_time(median),
@@ -303,7 +308,8 @@ const char* row_status_column(forge::AutoTuneRow::Status status) {
 }
 
 nlohmann::json row_json(const forge::AutoTuneRow& row) {
-  nlohmann::json json = {{"kernel", row.kernel_id}, {"certified_cases", row.certified_cases}};
+  nlohmann::json json = {
+      {"kernel", row.kernel_id}, {"bucket", row.bucket}, {"certified_cases", row.certified_cases}};
   json["status"] = forge::auto_tune_status_name(row.status);
   if (!row.decision.empty()) json["decision"] = row.decision;
   if (row.manifest) {
@@ -317,6 +323,46 @@ nlohmann::json row_json(const forge::AutoTuneRow& row) {
   }
   if (!row.message.empty()) json["error"] = row.message;
   return json;
+}
+
+// The size buckets to tune, as AutoTuneOptions::sizes: --size N takes the bucket nearest to N
+// (tuned at N itself); otherwise --sizes, where "all" is every bucket, and each other label must
+// name a bucket of at least one requested kernel (or be "main").
+Result<std::vector<std::string>> chosen_sizes(
+    const gpu::Device& device, const TuneArguments& arguments,
+    const std::vector<const kernels::KernelDefinition*>& requested) {
+  if (arguments.size != 0 && requested.size() == 1) {
+    Result<kernels::Problem> problem = problem_of_size(*requested.front(), arguments.size);
+    if (!problem) return std::move(problem).error();
+    const std::vector<kernels::SizeBucket> buckets =
+        forge::size_buckets(device, *requested.front());
+    return std::vector<std::string>{buckets[kernels::nearest_bucket(buckets, *problem)].label};
+  }
+  if (std::find(arguments.sizes.begin(), arguments.sizes.end(), "all") != arguments.sizes.end()) {
+    return std::vector<std::string>{};
+  }
+  std::vector<std::string> labels = {"main", "all"};
+  for (const kernels::KernelDefinition* kernel : requested) {
+    for (const kernels::SizeBucket& bucket : forge::size_buckets(device, *kernel)) {
+      if (std::find(labels.begin(), labels.end(), bucket.label) == labels.end()) {
+        labels.push_back(bucket.label);
+      }
+    }
+  }
+  for (const std::string& size : arguments.sizes) {
+    if (std::find(labels.begin(), labels.end(), size) != labels.end()) continue;
+    std::string known;
+    for (const std::string& label : labels) known += (known.empty() ? "" : ", ") + label;
+    const std::vector<std::string_view> names(labels.begin(), labels.end());
+    const std::optional<std::string> meant = closest_match(size, names);
+    return Error(ErrorKind::kInvalidInput, "--sizes: no kernel asked for has a size bucket '" +
+                                               size + "'" +
+                                               (meant ? " (did you mean '" + *meant + "'?)" : "") +
+                                               "; the buckets on this "
+                                               "adapter are: " +
+                                               known + ".");
+  }
+  return arguments.sizes;
 }
 
 int run_auto_tune(const GlobalOptions& options, const TuneArguments& arguments,
@@ -346,6 +392,11 @@ int run_auto_tune(const GlobalOptions& options, const TuneArguments& arguments,
   tune_options.on_kernel = [&progress](std::size_t index, std::size_t count, const std::string&) {
     progress.kernel(index, count);
   };
+  const std::vector<const kernels::KernelDefinition*>& requested =
+      only.empty() ? kernels::builtin_kernels() : only;
+  Result<std::vector<std::string>> sizes = chosen_sizes(**device, arguments, requested);
+  if (!sizes) return report_error(sizes.error());
+  tune_options.sizes = std::move(*sizes);
   if (arguments.size != 0 && only.size() == 1) {
     Result<kernels::Problem> problem =
         checked_problem_of_size(**device, *only.front(), arguments.size);
@@ -353,11 +404,14 @@ int run_auto_tune(const GlobalOptions& options, const TuneArguments& arguments,
     tune_options.tune.problem = *problem;
   }
   // Proving the cache writable still comes before any GPU work is spent on tuning.
-  const std::vector<const kernels::KernelDefinition*>& requested =
-      only.empty() ? kernels::builtin_kernels() : only;
-  if (std::any_of(requested.begin(), requested.end(), [&](const kernels::KernelDefinition* kernel) {
-        return forge::would_tune(**device, *cache, *kernel, tune_options);
-      })) {
+  auto would_tune = [&](const kernels::KernelDefinition* kernel) {
+    const std::vector<kernels::SizeBucket> buckets =
+        forge::selected_buckets(**device, *kernel, tune_options.sizes);
+    return std::any_of(buckets.begin(), buckets.end(), [&](const kernels::SizeBucket& bucket) {
+      return forge::would_tune(**device, *cache, *kernel, bucket, tune_options);
+    });
+  };
+  if (std::any_of(requested.begin(), requested.end(), would_tune)) {
     if (Status writable = check_cache_writable(*cache); !writable) {
       return report_error(writable.error());
     }
@@ -383,15 +437,17 @@ int run_auto_tune(const GlobalOptions& options, const TuneArguments& arguments,
   for (const forge::AutoTuneRow& row : rows) {
     if (row.status == forge::AutoTuneRow::Status::kFailed) {
       failed = true;
-      std::fprintf(stderr, "wgsl-forge: error: %s: %s\n", row.kernel_id.c_str(),
-                   one_line(row.message).c_str());
-      table.add_row({row.kernel_id, "FAILED", "(see the error above)"});
+      std::fprintf(stderr, "wgsl-forge: error: %s (size bucket %s): %s\n", row.kernel_id.c_str(),
+                   row.bucket.c_str(), one_line(row.message).c_str());
+      table.add_row({row.kernel_id, row.bucket, "FAILED", "(see the error above)"});
       continue;
     }
     const kernels::KernelDefinition& kernel = *kernels::find_kernel(row.kernel_id).value();
-    table.add_row(
-        row_cells(kernel, *row.manifest, row_status_column(row.status), row.certified_cases));
-    if (!row.decision.empty()) table.add_note(row.kernel_id + ": " + row.decision);
+    table.add_row(row_cells(kernel, row.bucket, *row.manifest, row_status_column(row.status),
+                            row.certified_cases));
+    if (!row.decision.empty()) {
+      table.add_note(row.kernel_id + " " + row.bucket + ": " + row.decision);
+    }
   }
   if (!arguments.json) std::printf("%s", table.to_string().c_str());
   return failed ? kExitRuntime : kExitOk;
@@ -703,6 +759,10 @@ void add_tune(CLI::App& app, const GlobalOptions& options, std::function<int()>&
   tune->add_option("--size", tune_arguments->size,
                    "Problem size: elements (GEMM: m = n = k); default: the kernel's own")
       ->check(whole_number());
+  tune->add_option("--sizes", tune_arguments->sizes,
+                   "Size buckets to tune, by label (2^20, 1024^3), main or all; default: main. "
+                   "--size N tunes the bucket nearest to N, at N")
+      ->delimiter(',');
   tune->add_option("--seed", tune_arguments->seed, "Seed of the search and inputs");
   tune->add_flag("--json", tune_arguments->json, "Print JSON");
   tune->add_flag("--trace", tune_arguments->trace,
@@ -717,6 +777,7 @@ void add_tune(CLI::App& app, const GlobalOptions& options, std::function<int()>&
       if (!kernel) return report_error(kernel.error());
       TuneArguments arguments = *tune_arguments;
       arguments.retune = true;  // `tune` always searches again; see --force
+      if (arguments.sizes.empty()) arguments.sizes = {"main"};
       return run_auto_tune(options, arguments, {*kernel});
     };
   });
@@ -758,6 +819,10 @@ void add_auto_tune_all(CLI::App& app, const GlobalOptions& options, std::functio
   all->add_option("KERNEL", all_arguments->kernels, "Only these kernels (default: all)");
   all->add_option("--budget", all_arguments->budget, "Most candidates to time per kernel")
       ->check(CLI::Range(1u, 100000u));
+  all->add_option("--sizes", all_arguments->sizes,
+                  "Only these size buckets, by label (2^20, 1024^3) or main; default: all of "
+                  "each kernel's buckets (wgsl-forge kernels lists them)")
+      ->delimiter(',');
   all->add_option("--seed", all_arguments->seed, "Seed of the search and inputs");
   all->add_flag("--retune", all_arguments->retune,
                 "Tune again where the cache has a result; the stored winner competes and is "

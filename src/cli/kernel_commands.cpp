@@ -21,6 +21,28 @@ std::string join(const std::vector<std::int64_t>& values) {
   return text;
 }
 
+// "2^16 2^20 2^24 2^28*": the labels of the kernel's size buckets, the main one starred.
+std::string bucket_labels(const std::vector<kernels::SizeBucket>& buckets) {
+  std::string text;
+  for (const kernels::SizeBucket& bucket : buckets) {
+    if (!text.empty()) text += ' ';
+    text += bucket.label;
+    if (bucket.main) text += '*';
+  }
+  return text;
+}
+
+nlohmann::json buckets_json(const std::vector<kernels::SizeBucket>& buckets) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const kernels::SizeBucket& bucket : buckets) {
+    list.push_back({{"label", bucket.label},
+                    {"problem", bucket.problem.to_string()},
+                    {"measure", kernels::bucket_measure(bucket.problem)},
+                    {"main", bucket.main}});
+  }
+  return list;
+}
+
 int run_kernels(bool as_json) {
   if (as_json) {
     nlohmann::json list = nlohmann::json::array();
@@ -36,7 +58,10 @@ int run_kernels(bool as_json) {
                       {"revision", kernel->revision()},
                       {"summary", kernel->summary()},
                       {"tolerance", kernel->tolerance()},
-                      {"knobs", knobs}});
+                      {"knobs", knobs},
+                      {"size_buckets",
+                       {{"gpu", buckets_json(kernel->size_buckets(false))},
+                        {"cpu", buckets_json(kernel->size_buckets(true))}}}});
     }
     std::cout << list.dump(2) << "\n";
     return kExitOk;
@@ -44,6 +69,8 @@ int run_kernels(bool as_json) {
   for (const kernels::KernelDefinition* kernel : kernels::builtin_kernels()) {
     std::cout << kernel->id() << " (revision " << kernel->revision() << "): " << kernel->summary()
               << "\n";
+    std::cout << "    size buckets (* main): " << bucket_labels(kernel->size_buckets(false))
+              << "; on a CPU adapter " << bucket_labels(kernel->size_buckets(true)) << "\n";
     for (const kernels::KnobSpec& knob : kernel->knobs()) {
       std::cout << "    " << knob.name << " = " << knob.default_value << "  {" << join(knob.values)
                 << "}  " << knob.description << "\n";

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <stdexcept>
 
 #include "util/try.hpp"
 #include "wgsl_forge/forge.hpp"
@@ -36,7 +37,41 @@ std::optional<UnusableTuning> unusable_here(const gpu::Device& device,
   return find_unusable_tuning(kernel, manifest, &capabilities);
 }
 
+// The bucket's entry key: the seed's topology key for the main bucket.
+std::string entry_key(const gpu::Device& device, const kernels::KernelDefinition& kernel,
+                      const kernels::SizeBucket& bucket) {
+  return ManifestCache::bucket_key(device.adapter().topology_hash, kernel.id(),
+                                   bucket.main ? "" : bucket.label);
+}
+
 }  // namespace
+
+std::vector<kernels::SizeBucket> size_buckets(const gpu::Device& device,
+                                              const kernels::KernelDefinition& kernel) {
+  return kernel.size_buckets(device.adapter().identity.device_type == "Cpu");
+}
+
+kernels::SizeBucket main_bucket(const gpu::Device& device,
+                                const kernels::KernelDefinition& kernel) {
+  for (kernels::SizeBucket& bucket : size_buckets(device, kernel)) {
+    if (bucket.main) return bucket;
+  }
+  throw std::logic_error(std::string(kernel.id()) + " has no main size bucket");
+}
+
+std::vector<kernels::SizeBucket> selected_buckets(const gpu::Device& device,
+                                                  const kernels::KernelDefinition& kernel,
+                                                  const std::vector<std::string>& sizes) {
+  std::vector<kernels::SizeBucket> selected;
+  for (kernels::SizeBucket& bucket : size_buckets(device, kernel)) {
+    const bool wanted =
+        sizes.empty() || std::any_of(sizes.begin(), sizes.end(), [&](const std::string& size) {
+          return size == bucket.label || (size == "main" && bucket.main);
+        });
+    if (wanted) selected.push_back(std::move(bucket));
+  }
+  return selected;
+}
 
 Result<std::filesystem::path> store_certification_evidence(const ManifestCache& cache,
                                                            const CertificationManifest& manifest) {
@@ -50,12 +85,18 @@ Result<std::filesystem::path> store_certification_evidence(const ManifestCache& 
 }
 
 bool would_tune(const gpu::Device& device, const ManifestCache& cache,
-                const kernels::KernelDefinition& kernel, const AutoTuneOptions& options) {
+                const kernels::KernelDefinition& kernel, const kernels::SizeBucket& bucket,
+                const AutoTuneOptions& options) {
   if (options.retune) return true;
   Result<std::optional<TuningManifest>> cached =
-      cache.load_tuning_for_topology(device.adapter().topology_hash, kernel.id());
+      cache.load_tuning(entry_key(device, kernel, bucket));
   if (!cached) return cached.error().kind() == ErrorKind::kCorruption;
   return !cached->has_value() || unusable_here(device, kernel, **cached).has_value();
+}
+
+bool would_tune(const gpu::Device& device, const ManifestCache& cache,
+                const kernels::KernelDefinition& kernel, const AutoTuneOptions& options) {
+  return would_tune(device, cache, kernel, main_bucket(device, kernel), options);
 }
 
 const char* auto_tune_status_name(AutoTuneRow::Status status) {
@@ -140,10 +181,11 @@ std::string replacement_decision(const std::optional<UnusableTuning>& unusable,
 // After a store lost to another writer: success when that writer's entry is valid and of this
 // kernel revision (the race was for the same answer), else the store's error.
 AutoTuneRow settle_lost_race(gpu::Device& device, const ManifestCache& cache,
-                             const kernels::KernelDefinition& kernel, AutoTuneRow row,
+                             const kernels::KernelDefinition& kernel,
+                             const kernels::SizeBucket& bucket, AutoTuneRow row,
                              const Error& lost) {
   Result<std::optional<TuningManifest>> theirs =
-      cache.load_tuning_for_topology(device.adapter().topology_hash, kernel.id());
+      cache.load_tuning(entry_key(device, kernel, bucket));
   if (!theirs || !theirs->has_value() || (*theirs)->kernel_revision != kernel.revision()) {
     row.message = lost.to_string();
     return row;
@@ -159,11 +201,12 @@ AutoTuneRow settle_lost_race(gpu::Device& device, const ManifestCache& cache,
 
 AutoTuneRow tune_and_store(gpu::Device& device, const ManifestCache& cache,
                            const kernels::KernelDefinition& kernel,
-                           const AutoTuneOptions& options) {
+                           const kernels::SizeBucket& bucket, const AutoTuneOptions& options) {
   AutoTuneRow row;
   row.kernel_id = std::string(kernel.id());
+  row.bucket = bucket.label;
   const std::string& topology = device.adapter().topology_hash;
-  const std::string key = ManifestCache::topology_key(topology, kernel.id());
+  const std::string key = entry_key(device, kernel, bucket);
 
   // Ask the cache first. The snapshot is taken before the load, so
   // that a writer who replaces the entry after either is noticed when this one stores; a name
@@ -189,6 +232,7 @@ AutoTuneRow tune_and_store(gpu::Device& device, const ManifestCache& cache,
   const std::optional<TuningManifest> stored =
       cached && cached->has_value() && !unusable ? std::optional(**cached) : std::nullopt;
   TuneOptions tune_options = options.tune;
+  tune_options.bucket = bucket;
   if (stored && !options.force) tune_options.incumbent = stored->result.winner.schedule;
   Result<TuneOutcome> outcome = tune(device, kernel, tune_options);
   if (!outcome) {
@@ -207,7 +251,7 @@ AutoTuneRow tune_and_store(gpu::Device& device, const ManifestCache& cache,
     Result<ManifestCache::Snapshot> now = cache.snapshot(ManifestKind::kTuning, key);
     if (snapshot && (!now || now->bytes != snapshot->bytes)) {
       return settle_lost_race(
-          device, cache, kernel, std::move(row),
+          device, cache, kernel, bucket, std::move(row),
           Error(ErrorKind::kCollision, "Cache entry " +
                                            cache.path_for(ManifestKind::kTuning, key).string() +
                                            " changed while this process was tuning."));
@@ -224,7 +268,7 @@ AutoTuneRow tune_and_store(gpu::Device& device, const ManifestCache& cache,
       options.force || !snapshot ? std::nullopt : std::optional(*snapshot));
   if (!replaced) {
     if (replaced.error().kind() == ErrorKind::kCollision) {
-      return settle_lost_race(device, cache, kernel, std::move(row), replaced.error());
+      return settle_lost_race(device, cache, kernel, bucket, std::move(row), replaced.error());
     }
     row.message = replaced.error().to_string();
     return row;
@@ -235,19 +279,34 @@ AutoTuneRow tune_and_store(gpu::Device& device, const ManifestCache& cache,
   return row;
 }
 
+AutoTuneRow tune_and_store(gpu::Device& device, const ManifestCache& cache,
+                           const kernels::KernelDefinition& kernel,
+                           const AutoTuneOptions& options) {
+  return tune_and_store(device, cache, kernel, main_bucket(device, kernel), options);
+}
+
 std::vector<AutoTuneRow> auto_tune_all(gpu::Device& device, const ManifestCache& cache,
                                        std::span<const kernels::KernelDefinition* const> catalog,
                                        const AutoTuneOptions& options) {
+  std::vector<std::pair<const kernels::KernelDefinition*, kernels::SizeBucket>> work;
+  for (const kernels::KernelDefinition* kernel : catalog) {
+    for (kernels::SizeBucket& bucket : selected_buckets(device, *kernel, options.sizes)) {
+      work.emplace_back(kernel, std::move(bucket));
+    }
+  }
   std::vector<AutoTuneRow> rows;
-  for (std::size_t i = 0; i < catalog.size(); ++i) {
-    if (options.on_kernel) options.on_kernel(i, catalog.size(), std::string(catalog[i]->id()));
-    rows.push_back(tune_and_store(device, cache, *catalog[i], options));
+  for (std::size_t i = 0; i < work.size(); ++i) {
+    const auto& [kernel, bucket] = work[i];
+    if (options.on_kernel) options.on_kernel(i, work.size(), std::string(kernel->id()));
+    rows.push_back(tune_and_store(device, cache, *kernel, bucket, options));
     if (device.lost_reason()) {
-      // Nothing more can run; say so for every kernel left.
-      for (std::size_t j = i + 1; j < catalog.size(); ++j) {
-        rows.push_back({std::string(catalog[j]->id()), AutoTuneRow::Status::kFailed, std::nullopt,
-                        "not tuned: the GPU device was lost (" + *device.lost_reason() + ")", "",
-                        0});
+      // Nothing more can run; say so for every one left.
+      for (std::size_t j = i + 1; j < work.size(); ++j) {
+        AutoTuneRow lost;
+        lost.kernel_id = std::string(work[j].first->id());
+        lost.bucket = work[j].second.label;
+        lost.message = "not tuned: the GPU device was lost (" + *device.lost_reason() + ")";
+        rows.push_back(std::move(lost));
       }
       break;
     }

@@ -107,8 +107,13 @@ Result<BenchRow> bench_kernel(gpu::Device& device, const ManifestCache& cache,
   row.problem = problem;
   WF_TRY(check_problem_fits(device, kernel, problem));
   const kernels::DeviceCapabilities capabilities = capabilities_of(device.adapter());
+  // The tuning of the bucket nearest to the problem, as a typed call of this size would use.
+  const std::vector<kernels::SizeBucket> buckets = size_buckets(device, kernel);
+  const kernels::SizeBucket& bucket = buckets[kernels::nearest_bucket(buckets, problem)];
+  row.bucket = bucket.label;
   WF_TRY_ASSIGN(std::optional<TuningManifest> tuned,
-                cache.load_tuning_for_topology(device.adapter().topology_hash, kernel.id()));
+                cache.load_tuning_for_topology(device.adapter().topology_hash, kernel.id(),
+                                               bucket.main ? "" : bucket.label));
   std::vector<std::pair<std::string, Schedule>> schedules = {
       {"default", kernel.default_schedule()}};
   if (given) {

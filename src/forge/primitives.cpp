@@ -4,6 +4,7 @@
 #include "wgsl_forge/primitives.hpp"
 #include "util/try.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <list>
 #include <sstream>
@@ -44,11 +45,39 @@ std::string binding_key(const kernels::Problem& problem,
 
 }  // namespace
 
-struct Primitives::LoadedKernel {
-  KernelLibrary::ReadyKernel ready;
+// One schedule's pipelines, with its scratch and bindings (buckets that chose the same schedule
+// share them).
+struct Primitives::LoadedSchedule {
+  std::shared_ptr<KernelLibrary::ReadyKernel> ready;
   ScratchPool scratch;
   // Most recently used first.
   std::list<std::pair<std::string, std::shared_ptr<const BoundPlan>>> plans;
+};
+
+// A kernel at every size bucket: a call takes the schedule of the bucket nearest to its size.
+struct Primitives::LoadedKernel {
+  std::vector<kernels::SizeBucket> buckets;
+  std::vector<LoadedSchedule*> schedule_of_bucket;
+  std::vector<std::unique_ptr<LoadedSchedule>> schedules;
+  std::string origins;  // KernelLibrary::BucketedKernel::origins()
+
+  explicit LoadedKernel(KernelLibrary::BucketedKernel loaded) : origins(loaded.origins()) {
+    buckets = std::move(loaded.buckets);
+    for (std::shared_ptr<KernelLibrary::ReadyKernel>& ready : loaded.ready) {
+      auto same = std::find_if(schedules.begin(), schedules.end(),
+                               [&](const auto& one) { return one->ready == ready; });
+      if (same == schedules.end()) {
+        schedules.push_back(std::make_unique<LoadedSchedule>());
+        schedules.back()->ready = std::move(ready);
+        same = schedules.end() - 1;
+      }
+      schedule_of_bucket.push_back(same->get());
+    }
+  }
+
+  LoadedSchedule& for_problem(const kernels::Problem& problem) {
+    return *schedule_of_bucket[kernels::nearest_bucket(buckets, problem)];
+  }
 };
 
 Status Batch::submit_and_wait() {
@@ -68,9 +97,9 @@ Primitives::~Primitives() = default;
 
 Result<Primitives::LoadedKernel*> Primitives::loaded(std::string_view kernel_id) {
   if (auto it = kernels_.find(kernel_id); it != kernels_.end()) return it->second.get();
-  WF_TRY_ASSIGN(KernelLibrary::ReadyKernel ready, library_.load(kernel_id));
-  auto kernel = std::make_unique<LoadedKernel>();
-  kernel->ready = std::move(ready);
+  WF_TRY_ASSIGN(std::vector<KernelLibrary::BucketedKernel> ready,
+                library_.load_bucketed(std::span(&kernel_id, 1)));
+  auto kernel = std::make_unique<LoadedKernel>(std::move(ready.front()));
   LoadedKernel* raw = kernel.get();
   kernels_.emplace(std::string(kernel_id), std::move(kernel));
   return raw;
@@ -78,7 +107,7 @@ Result<Primitives::LoadedKernel*> Primitives::loaded(std::string_view kernel_id)
 
 Result<std::string> Primitives::load(std::string_view kernel_id) {
   WF_TRY_ASSIGN(LoadedKernel * kernel, loaded(kernel_id));
-  return kernel->ready.origin;
+  return kernel->origins;
 }
 
 Status Primitives::load_all() {
@@ -87,12 +116,11 @@ Status Primitives::load_all() {
     if (!kernels_.contains(kernel->id())) not_loaded.push_back(kernel->id());
   }
   if (not_loaded.empty()) return Ok{};
-  WF_TRY_ASSIGN(std::vector<KernelLibrary::ReadyKernel> ready, library_.load(not_loaded));
-  for (KernelLibrary::ReadyKernel& one : ready) {
+  WF_TRY_ASSIGN(std::vector<KernelLibrary::BucketedKernel> ready,
+                library_.load_bucketed(not_loaded));
+  for (KernelLibrary::BucketedKernel& one : ready) {
     std::string kernel_id(one.definition->id());
-    auto kernel = std::make_unique<LoadedKernel>();
-    kernel->ready = std::move(one);
-    kernels_.emplace(std::move(kernel_id), std::move(kernel));
+    kernels_.emplace(std::move(kernel_id), std::make_unique<LoadedKernel>(std::move(one)));
   }
   return Ok{};
 }
@@ -103,7 +131,7 @@ Result<std::string> Primitives::origin(std::string_view kernel_id) const {
     return Error(ErrorKind::kInvalidInput,
                  "Kernel " + std::string(kernel_id) + " is not loaded (Primitives::load).");
   }
-  return it->second->ready.origin;
+  return it->second->origins;
 }
 
 Result<Batch> Primitives::begin_batch() {
@@ -115,7 +143,7 @@ Batch Primitives::record_into(void* wgpu_command_encoder) {
   return Batch(*device_, device_->borrow_command_encoder(wgpu_command_encoder));
 }
 
-Result<std::shared_ptr<const BoundPlan>> Primitives::bound(LoadedKernel& kernel,
+Result<std::shared_ptr<const BoundPlan>> Primitives::bound(LoadedSchedule& kernel,
                                                            const kernels::Problem& problem,
                                                            const Buffers& buffers) {
   const std::string key = binding_key(problem, buffers);
@@ -126,7 +154,7 @@ Result<std::shared_ptr<const BoundPlan>> Primitives::bound(LoadedKernel& kernel,
     }
   }
   WF_TRY_ASSIGN(std::unique_ptr<BoundPlan> fresh,
-                kernel.ready.prepared.bind(problem, buffers, &kernel.scratch));
+                kernel.ready->prepared.bind(problem, buffers, &kernel.scratch));
   kernel.plans.emplace_front(key, std::shared_ptr<const BoundPlan>(std::move(fresh)));
   if (kernel.plans.size() > kBoundPlansPerKernel) kernel.plans.pop_back();
   return kernel.plans.front().second;
@@ -135,8 +163,9 @@ Result<std::shared_ptr<const BoundPlan>> Primitives::bound(LoadedKernel& kernel,
 Status Primitives::dispatch(std::string_view kernel_id, const kernels::Problem& problem,
                             const Buffers& buffers, Batch* batch) {
   WF_TRY_ASSIGN(LoadedKernel * kernel, loaded(kernel_id));
-  WF_TRY_ASSIGN(std::shared_ptr<const BoundPlan> plan, bound(*kernel, problem, buffers));
-  PreparedKernel& prepared = kernel->ready.prepared;
+  LoadedSchedule& schedule = kernel->for_problem(problem);
+  WF_TRY_ASSIGN(std::shared_ptr<const BoundPlan> plan, bound(schedule, problem, buffers));
+  PreparedKernel& prepared = schedule.ready->prepared;
   if (batch == nullptr) return prepared.execute(*plan);
   WF_TRY(prepared.record(*plan, batch->encoder_));
   batch->plans_.push_back(plan);
@@ -147,8 +176,9 @@ Result<std::uint32_t> Primitives::dispatch_and_read(std::string_view kernel_id,
                                                     const kernels::Problem& problem,
                                                     Buffers buffers, const std::string& name) {
   WF_TRY_ASSIGN(LoadedKernel * kernel, loaded(kernel_id));
-  WF_TRY_ASSIGN(std::shared_ptr<const BoundPlan> plan, bound(*kernel, problem, buffers));
-  WF_TRY(kernel->ready.prepared.execute(*plan));
+  LoadedSchedule& schedule = kernel->for_problem(problem);
+  WF_TRY_ASSIGN(std::shared_ptr<const BoundPlan> plan, bound(schedule, problem, buffers));
+  WF_TRY(schedule.ready->prepared.execute(*plan));
   WF_TRY_ASSIGN(std::vector<std::byte> word,
                 device_->read_buffer(plan->buffer(name), plan->offset(name), 4));
   std::uint32_t value = 0;

@@ -301,8 +301,13 @@ Status Tuner::prepare() {
     timing_.warmup_runs = std::min<std::uint32_t>(timing_.warmup_runs, 1);
     timing_.samples = std::min<std::uint32_t>(timing_.samples, 7);
   }
-  problem_ = options_.problem.value_or(
-      kernel_.tuning_problem(device_.adapter().identity.device_type == "Cpu"));
+  if (options_.problem) {
+    problem_ = *options_.problem;
+  } else if (options_.bucket) {
+    problem_ = options_.bucket->problem;
+  } else {
+    problem_ = kernel_.tuning_problem(device_.adapter().identity.device_type == "Cpu");
+  }
   WF_TRY(check_problem_fits(device_, kernel_, problem_));
   const std::vector<kernels::CaseSpec> specs = kernel_.certification_cases();
   inputs_ =
@@ -470,6 +475,7 @@ Result<TuningManifest> Tuner::manifest_for(const Timed& winner, const std::vecto
   context.problem_size = problem_.elements != 0
                              ? problem_.elements
                              : std::uint64_t{problem_.m} * problem_.n * problem_.k;
+  if (options_.bucket && !options_.bucket->main) context.bucket = options_.bucket->label;
   context.toggles = device_.adapter().toggles;
   const Schedule default_schedule = kernel_.default_schedule();
   auto default_finalist = std::find_if(finalists.begin(), finalists.end(), [&](const Timed& one) {

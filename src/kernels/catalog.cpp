@@ -1,6 +1,8 @@
 // The catalog and the parts of KernelDefinition that every kernel shares.
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
@@ -191,6 +193,94 @@ Status KernelDefinition::check_problem(const Problem& problem) const {
 }
 
 std::vector<std::string> KernelDefinition::starting_points() const { return {}; }
+
+namespace {
+
+std::string power_label(std::uint64_t n) {
+  if (n != 0 && (n & (n - 1)) == 0) return "2^" + std::to_string(std::countr_zero(n));
+  return std::to_string(n);
+}
+
+SizeBucket elements_bucket(Problem problem, std::uint64_t elements, bool main) {
+  problem.elements = elements;
+  return {power_label(elements), problem, main};
+}
+
+SizeBucket gemm_bucket(Problem problem, std::uint32_t divisor, bool main) {
+  problem.m /= divisor;
+  problem.n /= divisor;
+  problem.k /= divisor;
+  const std::string label = problem.m == problem.n && problem.n == problem.k
+                                ? std::to_string(problem.m) + "^3"
+                                : std::to_string(problem.m) + "x" + std::to_string(problem.n) +
+                                      "x" + std::to_string(problem.k);
+  return {label, problem, main};
+}
+
+}  // namespace
+
+std::vector<SizeBucket> KernelDefinition::size_buckets(bool cpu_adapter) const {
+  const Problem main = tuning_problem(cpu_adapter);
+  std::vector<SizeBucket> buckets;
+  if (main.m != 0) {
+    for (std::uint32_t divisor :
+         cpu_adapter ? std::vector<std::uint32_t>{2, 1} : std::vector<std::uint32_t>{4, 2, 1}) {
+      buckets.push_back(gemm_bucket(main, divisor, divisor == 1));
+    }
+    return buckets;
+  }
+  const int smaller = cpu_adapter ? 1 : 3;
+  for (int step = smaller; step >= 0; --step) {
+    const std::uint64_t elements = main.elements >> (4 * step);
+    if (elements == 0) continue;
+    buckets.push_back(elements_bucket(main, elements, step == 0));
+  }
+  return buckets;
+}
+
+std::uint64_t bucket_measure(const Problem& problem) {
+  if (problem.m != 0 || problem.n != 0 || problem.k != 0) {
+    return std::uint64_t{problem.m} * problem.n * problem.k;
+  }
+  return problem.elements;
+}
+
+namespace {
+
+double log_size(const Problem& problem) {
+  return std::log2(static_cast<double>(std::max<std::uint64_t>(1, bucket_measure(problem))));
+}
+
+// Whether bucket `left` is nearer to a problem of log_size `wanted` than bucket `right`.
+bool nearer(const std::vector<SizeBucket>& buckets, double wanted, std::size_t left,
+            std::size_t right) {
+  const double left_distance = std::abs(log_size(buckets[left].problem) - wanted);
+  const double right_distance = std::abs(log_size(buckets[right].problem) - wanted);
+  if (left_distance != right_distance) return left_distance < right_distance;
+  return bucket_measure(buckets[left].problem) > bucket_measure(buckets[right].problem);
+}
+
+}  // namespace
+
+std::vector<std::size_t> nearest_buckets(const std::vector<SizeBucket>& buckets,
+                                         const Problem& problem) {
+  const double wanted = log_size(problem);
+  std::vector<std::size_t> order(buckets.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t left, std::size_t right) {
+    return nearer(buckets, wanted, left, right);
+  });
+  return order;
+}
+
+std::size_t nearest_bucket(const std::vector<SizeBucket>& buckets, const Problem& problem) {
+  const double wanted = log_size(problem);
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < buckets.size(); ++i) {
+    if (nearer(buckets, wanted, i, best)) best = i;
+  }
+  return best;
+}
 
 std::vector<CaseSpec> KernelDefinition::schedule_cases(const Schedule&,
                                                        const DeviceCapabilities&) const {

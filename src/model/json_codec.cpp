@@ -84,6 +84,7 @@ Json encode(const TuningContext& value) {
   for (const Schedule& schedule : value.ties) ties.push_back(encode(schedule));
   return Json{{"topology_hash", value.topology_hash ? Json(*value.topology_hash) : Json(nullptr)},
               {"problem_size", value.problem_size},
+              {"bucket", value.bucket ? Json(*value.bucket) : Json(nullptr)},
               {"toggles", value.toggles},
               {"baseline", value.baseline ? encode(*value.baseline) : Json(nullptr)},
               {"ties", ties}};
@@ -406,6 +407,7 @@ TuningContext decode_tuning_context(const FieldReader& reader) {
   TuningContext context;
   context.topology_hash = reader.optional_hex_digest("topology_hash");
   context.problem_size = reader.u64("problem_size");
+  context.bucket = reader.optional_string("bucket");
   for (std::size_t i = 0; i < reader.array("toggles").size() && !reader.failed(); ++i) {
     context.toggles.push_back(reader.element_string("toggles", i));
   }

@@ -227,6 +227,19 @@ std::optional<BrokenInvariant> broken_tuning_result(const TuningResult& result) 
   return std::nullopt;
 }
 
+// Bucket labels are what kernels::SizeBucket makes ("2^20", "1024^3", "512x256x128"): they are
+// hashed into cache keys and printed, so nothing else is accepted.
+std::optional<BrokenInvariant> broken_bucket(const std::optional<std::string>& bucket) {
+  if (!bucket) return std::nullopt;
+  const bool well_formed = !bucket->empty() && bucket->size() <= 32 &&
+                           std::all_of(bucket->begin(), bucket->end(), [](char c) {
+                             return (c >= '0' && c <= '9') || c == '^' || c == 'x';
+                           });
+  if (well_formed) return std::nullopt;
+  return BrokenInvariant{"context.bucket", "The size bucket ('" + bucket->substr(0, 40) +
+                                               "') is not a label of 1 to 32 digits, '^' and 'x'."};
+}
+
 // create() sorts and deduplicates the toggles, so a manifest it made always has them so.
 std::optional<BrokenInvariant> broken_toggles(const std::vector<std::string>& toggles) {
   for (std::size_t i = 1; i < toggles.size(); ++i) {
@@ -294,7 +307,8 @@ std::optional<BrokenInvariant> TuningManifest::broken_invariant() const {
   }
   if (auto broken = broken_tuning_result(result)) return broken;
   if (auto broken = broken_toggles(context.toggles)) return broken;
-  return broken_cache_key(cache_key, compute_cache_key(), "kernel, adapter and topology");
+  if (auto broken = broken_bucket(context.bucket)) return broken;
+  return broken_cache_key(cache_key, compute_cache_key(), "kernel, adapter, topology and bucket");
 }
 
 std::string TuningManifest::compute_cache_key() const {
@@ -306,7 +320,8 @@ std::string TuningManifest::compute_cache_key() const {
       {"source_hash", source_hash},
       {"adapter", json_codec::encode(adapter)},
       {"topology_hash",
-       context.topology_hash ? json_codec::Json(*context.topology_hash) : json_codec::Json()}};
+       context.topology_hash ? json_codec::Json(*context.topology_hash) : json_codec::Json()},
+      {"bucket", context.bucket ? json_codec::Json(*context.bucket) : json_codec::Json()}};
   return hash_identity(identity);
 }
 

@@ -160,6 +160,52 @@ TEST_F(ManifestCacheTest, TopologyKeyIsBlake3OfHashNulKernelId) {
   EXPECT_NE(ManifestCache::topology_key("x", "ab"), ManifestCache::topology_key("xa", "b"));
 }
 
+TEST_F(ManifestCacheTest, BucketKeyIsTheTopologyKeyForTheMainBucketAndDerivedForOthers) {
+  const std::string topology = "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262";
+  EXPECT_EQ(ManifestCache::bucket_key(topology, "affine_f32", ""),
+            ManifestCache::topology_key(topology, "affine_f32"));
+  // Computed independently with BLAKE3's own example program:
+  //   printf '<empty-input hash>\0affine_f32\0002^20' | ./example
+  EXPECT_EQ(ManifestCache::bucket_key(topology, "affine_f32", "2^20"),
+            "c405bcbd9c0bfb58f18810a5fcdcae693be4f4ea247fc46e29e0d23d1f279a18");
+  EXPECT_NE(ManifestCache::bucket_key(topology, "affine_f32", "2^20"),
+            ManifestCache::bucket_key(topology, "affine_f32", "2^24"));
+}
+
+TEST_F(ManifestCacheTest, EachBucketHasItsOwnEntryAndAMovedEntryIsCorrupt) {
+  ManifestCache cache(cache_root());
+  TuningManifest main = testing::random_tuning_manifest(random_);
+  main.context.topology_hash = testing::random_topology_hash(random_);
+  main.context.bucket.reset();
+  main.cache_key = main.compute_cache_key();
+  TuningManifest small = main;
+  small.context.bucket = "2^16";
+  small.cache_key = small.compute_cache_key();
+  const std::string topology = *main.context.topology_hash;
+
+  const fs::path main_path = cache.store_tuning_for_topology(topology, "affine_f32", main).value();
+  const fs::path small_path =
+      cache.store_tuning_for_topology(topology, "affine_f32", small).value();
+  EXPECT_EQ(main_path.filename().string(),
+            "tuning-" + ManifestCache::topology_key(topology, "affine_f32") + ".json");
+  EXPECT_EQ(small_path.filename().string(),
+            "tuning-" + ManifestCache::bucket_key(topology, "affine_f32", "2^16") + ".json");
+  EXPECT_EQ(cache.load_tuning_for_topology(topology, "affine_f32").value(), std::optional(main));
+  EXPECT_EQ(cache.load_tuning_for_topology(topology, "affine_f32", "2^16").value(),
+            std::optional(small));
+  EXPECT_EQ(cache.load_tuning_for_topology(topology, "affine_f32", "2^20").value(), std::nullopt);
+
+  // A writer of the directory who copies the small bucket's entry over the main one makes the
+  // main entry corrupt, named, not a tuning the main size would use.
+  fs::copy_file(small_path, main_path, fs::copy_options::overwrite_existing);
+  Result<std::optional<TuningManifest>> moved =
+      cache.load_tuning_for_topology(topology, "affine_f32");
+  ASSERT_FALSE(moved.ok());
+  EXPECT_EQ(moved.error().kind(), ErrorKind::kCorruption);
+  EXPECT_NE(moved.error().message().find("topology key of its bucket"), std::string::npos)
+      << moved.error().message();
+}
+
 TEST_F(ManifestCacheTest, TuningIsStoredAndFoundByTopology) {
   ManifestCache cache(cache_root());
   TuningManifest manifest = testing::random_tuning_manifest(random_);

@@ -14,6 +14,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -22,6 +23,7 @@
 #include "support/temp_dir.hpp"
 #include "support/test_manifests.hpp"
 #include "wgsl_forge/forge.hpp"
+#include "wgsl_forge/primitives.hpp"
 
 namespace wgsl_forge {
 namespace {
@@ -85,6 +87,20 @@ std::optional<int> wait_bounded(
   ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);
   return std::nullopt;
+}
+
+// The label of `kernel_id`'s size bucket nearest to n elements on the test adapter, and of its
+// main bucket: the CLI's tables and the cache's keys name them.
+std::string bucket_near(std::string_view kernel_id, std::uint64_t n) {
+  const std::vector<kernels::SizeBucket> buckets =
+      forge::size_buckets(testing::shared_device(), *kernels::find_kernel(kernel_id).value());
+  kernels::Problem problem;
+  problem.elements = n;
+  return buckets[kernels::nearest_bucket(buckets, problem)].label;
+}
+std::string main_bucket_of(std::string_view kernel_id) {
+  return forge::main_bucket(testing::shared_device(), *kernels::find_kernel(kernel_id).value())
+      .label;
 }
 
 std::string replace_once(std::string text, const std::string& from, const std::string& to) {
@@ -511,7 +527,9 @@ TEST_F(ForgeCliTest, EveryCommandWhoseOutputCannotBeWrittenExits3WithOneLine) {
       nlohmann::json::parse(run_cli("cache list --json " + cache_flag()).output)[0]["key"];
   for (const std::string& arguments : std::vector<std::string>{
            "generate affine_f32", "generate affine_f32 --offline", "kernels",
-           "info " + cache_flag(), "auto-tune-all affine_f32 " + cache_flag(),
+           "info " + cache_flag(),
+           "auto-tune-all affine_f32 --sizes " + bucket_near("affine_f32", 5000) + " " +
+               cache_flag(),
            "cache list --json " + cache_flag(), "cache show " + key + " " + cache_flag(),
            "cache verify " + cache_flag(), "cache prune " + cache_flag(), "adapters --json",
            "--help"}) {
@@ -530,7 +548,8 @@ TEST_F(ForgeCliTest, CommandsThatOnlyReadServeAReadOnlyCache) {
   if (std::system("unshare -rm true 2>/dev/null") != 0) {
     GTEST_SKIP() << "unshare -rm is not permitted here: no read-only mount to test with";
   }
-  ASSERT_EQ(run_cli("auto-tune-all affine_f32 --budget 1 " + cache_flag()).exit_code, 0);
+  ASSERT_EQ(run_cli("auto-tune-all affine_f32 --budget 1 --sizes main " + cache_flag()).exit_code,
+            0);
   const std::string cache = (temp_.path() / "cache").string();
   auto on_read_only_cache = [&](const std::string& arguments) {
     return run_shell("unshare -rm sh -c 'mount --bind " + cache + " " + cache +
@@ -538,15 +557,16 @@ TEST_F(ForgeCliTest, CommandsThatOnlyReadServeAReadOnlyCache) {
                      "/probe || true; } && exec " + WGSL_FORGE_CLI_PATH + " " + arguments +
                      " --cache " + cache + "' 2>&1");
   };
-  for (const std::string arguments : {"auto-tune-all affine_f32", "cache verify"}) {
+  for (const std::string arguments : {"auto-tune-all affine_f32 --sizes main", "cache verify"}) {
     CommandResult result = on_read_only_cache(arguments);
     EXPECT_NE(result.output.find("Read-only file system"), std::string::npos) << result.output;
     EXPECT_EQ(result.exit_code, 0) << arguments << "\n" << result.output;
   }
-  EXPECT_NE(on_read_only_cache("auto-tune-all affine_f32").output.find("affine_f32  cached"),
+  EXPECT_NE(on_read_only_cache("auto-tune-all affine_f32 --sizes main")
+                .output.find("affine_f32  " + main_bucket_of("affine_f32") + "  cached"),
             std::string::npos);
   // A kernel that would be tuned still fails before any GPU work, naming the directory.
-  CommandResult untuned = on_read_only_cache("auto-tune-all gather_f32 --budget 1");
+  CommandResult untuned = on_read_only_cache("auto-tune-all gather_f32 --budget 1 --sizes main");
   EXPECT_EQ(untuned.exit_code, 3) << untuned.output;
   EXPECT_NE(untuned.output.find("Cannot write in the cache directory " + cache), std::string::npos)
       << untuned.output;
@@ -585,9 +605,12 @@ TEST_F(ForgeCliTest, ASizeBeyondTheHostsAvailableMemoryIsRefusedBeforeAllocation
 TEST_F(ForgeCliTest, AKilledRetuneLeavesTheStoredEntryByteForByte) {
   ASSERT_EQ(run_cli("tune affine_f32 --budget 1 --size 4099 " + cache_flag()).exit_code, 0);
   gpu::Device& device = testing::shared_device();
+  // --size 4099 tunes the bucket nearest to it, at 4099.
+  const std::string bucket = bucket_near("affine_f32", 4099);
+  ASSERT_NE(bucket, main_bucket_of("affine_f32"));
   const fs::path entry =
       temp_.path() / "cache" /
-      ("tuning-" + ManifestCache::topology_key(device.adapter().topology_hash, "affine_f32") +
+      ("tuning-" + ManifestCache::bucket_key(device.adapter().topology_hash, "affine_f32", bucket) +
        ".json");
   const std::string stored = testing::read_text(entry);
   const fs::path output = temp_.path() / "retune.out";
@@ -603,7 +626,8 @@ TEST_F(ForgeCliTest, AKilledRetuneLeavesTheStoredEntryByteForByte) {
 
   CommandResult forced = run_cli("tune affine_f32 --budget 1 --size 4099 --force " + cache_flag());
   EXPECT_EQ(forced.exit_code, 0) << forced.output;
-  EXPECT_NE(forced.output.find("affine_f32: replaced the stored winner"), std::string::npos)
+  EXPECT_NE(forced.output.find("affine_f32 " + bucket + ": replaced the stored winner"),
+            std::string::npos)
       << forced.output;
   EXPECT_NE(forced.output.find("without comparing, as forced"), std::string::npos) << forced.output;
 }
@@ -645,25 +669,30 @@ TEST_F(ForgeCliTest, SixteenConcurrentTunersLeaveOneWinnerAndACleanCache) {
   std::string script;
   for (int i = 0; i < kTuners; ++i) {
     const std::string out = (temp_.path() / ("tuner-" + std::to_string(i))).string();
-    script += "(" + std::string(WGSL_FORGE_CLI_PATH) + " auto-tune-all affine_f32 --budget 1 " +
-              cache_flag() + " > " + out + ".out 2>&1; echo $? > " + out + ".code) & ";
+    script += "(" + std::string(WGSL_FORGE_CLI_PATH) +
+              " auto-tune-all affine_f32 --budget 1 --sizes main " + cache_flag() + " > " + out +
+              ".out 2>&1; echo $? > " + out + ".code) & ";
   }
   script += "wait";
   ASSERT_EQ(std::system(script.c_str()), 0);
   // Losing the race to another tuner's valid entry is success (issue 22, point 7).
   int tuned = 0, cached = 0, raced = 0;
+  const std::string row = "affine_f32  " + main_bucket_of("affine_f32") + "  ";
   for (int i = 0; i < kTuners; ++i) {
     const fs::path base = temp_.path() / ("tuner-" + std::to_string(i));
     const std::string output = testing::read_text(base.string() + ".out");
     const int code = std::stoi(testing::read_text(base.string() + ".code"));
     EXPECT_EQ(code, 0) << output;
-    if (output.find("affine_f32  tuned ") != std::string::npos) {
+    if (output.find(row + "tuned ") != std::string::npos) {
       ++tuned;
-    } else if (output.find("affine_f32  cached ") != std::string::npos) {
+    } else if (output.find(row + "cached ") != std::string::npos) {
       ++cached;
     } else {
-      EXPECT_NE(output.find("affine_f32  other "), std::string::npos) << output;
-      EXPECT_NE(output.find("affine_f32: tuned by another process"), std::string::npos) << output;
+      EXPECT_NE(output.find(row + "other "), std::string::npos) << output;
+      EXPECT_NE(
+          output.find("affine_f32 " + main_bucket_of("affine_f32") + ": tuned by another process"),
+          std::string::npos)
+          << output;
       ++raced;
     }
   }
@@ -672,22 +701,33 @@ TEST_F(ForgeCliTest, SixteenConcurrentTunersLeaveOneWinnerAndACleanCache) {
   CommandResult verify = run_cli("cache verify " + cache_flag());
   EXPECT_EQ(verify.exit_code, 0) << verify.output;
   EXPECT_NE(verify.output.find("0 other files"), std::string::npos) << verify.output;
-  CommandResult again = run_cli("auto-tune-all affine_f32 " + cache_flag());
+  CommandResult again = run_cli("auto-tune-all affine_f32 --sizes main " + cache_flag());
   EXPECT_EQ(again.exit_code, 0) << again.output;
   EXPECT_NE(again.output.find(" cached "), std::string::npos) << again.output;
 }
 
 // auto-tune-all twice, then once more over a damaged entry, and the start-up entry point on
-// the tuned cache. One test, because tuning the whole catalog is the expensive part.
+// the tuned cache. One test, because tuning the whole catalog (every size bucket) is the
+// expensive part.
 TEST_F(ForgeCliTest, AutoTuneAllTwiceThenADamagedEntryThenStartUp) {
+  gpu::Device& device = testing::shared_device();
   CommandResult first = run_cli("auto-tune-all --budget 1 --json " + cache_flag());
   ASSERT_EQ(first.exit_code, 0) << first.output;
   nlohmann::json report = nlohmann::json::parse(first.output);
-  ASSERT_EQ(report["kernels"].size(), kernels::builtin_kernels().size());
+  std::set<std::pair<std::string, std::string>> expected_rows;
+  for (const kernels::KernelDefinition* kernel : kernels::builtin_kernels()) {
+    for (const kernels::SizeBucket& bucket : forge::size_buckets(device, *kernel)) {
+      expected_rows.emplace(kernel->id(), bucket.label);
+    }
+  }
+  std::set<std::pair<std::string, std::string>> rows;
   for (const auto& row : report["kernels"]) {
+    rows.emplace(row["kernel"], row["bucket"]);
     EXPECT_EQ(row["status"], "tuned") << row.dump();
     EXPECT_GT(row["certified_cases"].get<int>(), 0) << row.dump();
   }
+  EXPECT_EQ(rows, expected_rows) << "one row per (kernel, size bucket)";
+  ASSERT_EQ(report["kernels"].size(), expected_rows.size());
 
   CommandResult second = run_cli("auto-tune-all --budget 1 --json " + cache_flag());
   ASSERT_EQ(second.exit_code, 0) << second.output;
@@ -698,7 +738,8 @@ TEST_F(ForgeCliTest, AutoTuneAllTwiceThenADamagedEntryThenStartUp) {
 
   // Damage gather_f32's tuning entry: verify names it, auto-tune-all tunes it again and replaces
   // it, and keeps every other entry.
-  gpu::Device& device = testing::shared_device();
+  const std::string main_label =
+      forge::main_bucket(device, *kernels::find_kernel("gather_f32").value()).label;
   const std::string key = ManifestCache::topology_key(device.adapter().topology_hash, "gather_f32");
   const fs::path entry = temp_.path() / "cache" / ("tuning-" + key + ".json");
   ASSERT_TRUE(fs::exists(entry));
@@ -713,7 +754,7 @@ TEST_F(ForgeCliTest, AutoTuneAllTwiceThenADamagedEntryThenStartUp) {
   CommandResult third = run_cli("auto-tune-all --budget 1 --json " + cache_flag());
   ASSERT_EQ(third.exit_code, 0) << third.output;
   for (const auto& row : nlohmann::json::parse(third.output)["kernels"]) {
-    if (row["kernel"] == "gather_f32") {
+    if (row["kernel"] == "gather_f32" && row["bucket"] == main_label) {
       EXPECT_EQ(row["status"], "tuned") << row.dump();
       EXPECT_NE(row["decision"].get<std::string>().find("replaced the damaged entry (Cache entry " +
                                                         entry.string() + " is corrupt"),
@@ -735,6 +776,35 @@ TEST_F(ForgeCliTest, AutoTuneAllTwiceThenADamagedEntryThenStartUp) {
       cache.load_tuning_for_topology(device.adapter().topology_hash, "affine_f32").value();
   ASSERT_TRUE(stored.has_value());
   EXPECT_EQ(ready->prepared.generated().schedule, stored->result.winner.schedule);
+  // A call far below the main size takes the smallest bucket's tuning.
+  const kernels::SizeBucket smallest =
+      forge::size_buckets(device, *kernels::find_kernel("affine_f32").value()).front();
+  ASSERT_FALSE(smallest.main);
+  kernels::Problem small;
+  small.elements = 4099;
+  Result<forge::KernelLibrary::ReadyKernel> small_ready = library.load("affine_f32", small);
+  ASSERT_TRUE(small_ready.ok()) << small_ready.error().to_string();
+  EXPECT_NE(small_ready->origin.find("tuned for bucket " + smallest.label), std::string::npos)
+      << small_ready->origin;
+  auto stored_small =
+      cache.load_tuning_for_topology(device.adapter().topology_hash, "affine_f32", smallest.label)
+          .value();
+  ASSERT_TRUE(stored_small.has_value());
+  EXPECT_EQ(stored_small->context.bucket, std::optional(smallest.label));
+  EXPECT_EQ(stored_small->context.problem_size, smallest.problem.elements);
+  EXPECT_EQ(small_ready->prepared.generated().schedule, stored_small->result.winner.schedule);
+  // Every bucket of every kernel is tuned, so the typed primitives say so for each.
+  forge::Primitives primitives(device, cache);
+  ASSERT_TRUE(primitives.load_all().ok());
+  for (const kernels::KernelDefinition* kernel : kernels::builtin_kernels()) {
+    const std::string origins = primitives.origin(kernel->id()).value();
+    for (const kernels::SizeBucket& bucket : forge::size_buckets(device, *kernel)) {
+      EXPECT_NE(origins.find(bucket.label + ": tuned for bucket " + bucket.label),
+                std::string::npos)
+          << kernel->id() << ":\n"
+          << origins;
+    }
+  }
 
   std::mt19937_64 random(testing::test_seed());
   kernels::Problem problem;
@@ -792,6 +862,88 @@ TEST(BenchTest, TimesTheProblemAsGivenNotTheCertificationDraws) {
       testing::shared_device(), ManifestCache(temp.path()), kernel, problem, timing);
   ASSERT_TRUE(row.ok()) << row.error().to_string();
   EXPECT_GT(row->default_timing.median_ns, 0);
+}
+
+// Only the main bucket tuned: a call of a small size takes the nearest tuned bucket's schedule
+// (the main one) and says why; the main size its own.
+TEST(KernelLibraryTest, ABucketWithoutTuningTakesTheNearestTunedBucketsSchedule) {
+  testing::TempDir temp;
+  gpu::Device& device = testing::shared_device();
+  ManifestCache cache(temp.path());
+  const kernels::KernelDefinition& affine = *kernels::find_kernel("affine_f32").value();
+  forge::AutoTuneOptions options;
+  options.tune.budget = 1;
+  options.tune.seed = testing::test_seed();
+  const forge::AutoTuneRow row = forge::tune_and_store(device, cache, affine, options);
+  ASSERT_EQ(row.status, forge::AutoTuneRow::Status::kTuned) << row.message;
+  const kernels::SizeBucket main = forge::main_bucket(device, affine);
+  EXPECT_EQ(row.bucket, main.label);
+  EXPECT_EQ(row.manifest->context.bucket, std::nullopt) << "the main bucket stays at the seed key";
+  const std::vector<kernels::SizeBucket> buckets = forge::size_buckets(device, affine);
+  ASSERT_GE(buckets.size(), 2u);
+  const kernels::SizeBucket& smallest = buckets.front();
+  EXPECT_EQ(
+      cache.load_tuning_for_topology(device.adapter().topology_hash, "affine_f32", smallest.label)
+          .value(),
+      std::nullopt);
+
+  forge::KernelLibrary library(device, cache);
+  kernels::Problem small;
+  small.elements = 100;
+  Result<forge::KernelLibrary::ReadyKernel> ready = library.load("affine_f32", small);
+  ASSERT_TRUE(ready.ok()) << ready.error().to_string();
+  EXPECT_TRUE(ready->tuned) << ready->origin;
+  EXPECT_EQ(ready->prepared.generated().schedule, row.manifest->result.winner.schedule);
+  EXPECT_EQ(ready->origin.rfind("tuned for bucket " + main.label + ": ", 0), 0u) << ready->origin;
+  EXPECT_NE(ready->origin.find("; used for bucket " + smallest.label +
+                               ", the nearest tuned to it, which has no usable tuning (default "
+                               "schedule: size bucket " +
+                               smallest.label + " is not tuned for this adapter yet)"),
+            std::string::npos)
+      << ready->origin;
+  Result<forge::KernelLibrary::ReadyKernel> at_main = library.load("affine_f32", main.problem);
+  ASSERT_TRUE(at_main.ok()) << at_main.error().to_string();
+  EXPECT_EQ(at_main->origin.rfind("tuned for bucket " + main.label, 0), 0u) << at_main->origin;
+
+  // The typed primitives say the same per bucket, and a small call runs and is right.
+  forge::Primitives primitives(device, cache);
+  auto x = device.create_buffer(256 * 4, gpu::BufferUsage::kStorage, "x").value();
+  auto y = device.create_buffer(256 * 4, gpu::BufferUsage::kStorage, "y").value();
+  std::mt19937_64 random(testing::test_seed());
+  std::vector<float> values(100);
+  for (float& value : values) value = std::uniform_real_distribution<float>(-4, 4)(random);
+  ASSERT_TRUE(device.write_buffer(x, 0, testing::as_bytes_of(values)).ok());
+  ASSERT_TRUE(
+      primitives.affine_f32(forge::F32Column{&x}, 100, 2.0f, -1.0f, forge::F32Column{&y}).ok());
+  const std::vector<float> out =
+      testing::values_from_bytes<float>(device.read_buffer(y, 0, 100 * 4).value());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    EXPECT_NEAR(out[i], 2.0f * values[i] - 1.0f, 1e-5f * (1 + std::abs(values[i]))) << i;
+  }
+  const std::string origins = primitives.origin("affine_f32").value();
+  EXPECT_NE(origins.find(smallest.label + ": tuned for bucket " + main.label), std::string::npos)
+      << origins;
+  EXPECT_NE(origins.find(main.label + ": tuned for bucket " + main.label), std::string::npos)
+      << origins;
+}
+
+TEST_F(ForgeCliTest, SizesNameBucketsAndAMistypedOneIsRefusedWithTheBucketsThereAre) {
+  CommandResult wrong = run_cli("auto-tune-all affine_f32 --sizes 2^2O " + cache_flag());
+  EXPECT_EQ(wrong.exit_code, 2) << wrong.output;
+  EXPECT_NE(wrong.output.find("--sizes: no kernel asked for has a size bucket '2^2O' (did you "
+                              "mean '2^20'?)"),
+            std::string::npos)
+      << wrong.output;
+  EXPECT_NE(wrong.output.find("the buckets on this adapter are: main, all, "), std::string::npos)
+      << wrong.output;
+  EXPECT_TRUE(fs::is_empty(temp_.path()) || !fs::exists(temp_.path() / "cache") ||
+              fs::is_empty(temp_.path() / "cache"))
+      << "nothing is tuned or stored";
+  CommandResult listed = run_cli("kernels");
+  EXPECT_NE(listed.output.find("size buckets (* main): 2^16 2^20 2^24 2^28*; on a CPU adapter "
+                               "2^16 2^20*"),
+            std::string::npos)
+      << listed.output;
 }
 
 TEST(KernelLibraryTest, UntunedKernelsRunWithTheDefaultScheduleAndSaySo) {

@@ -405,6 +405,77 @@ TEST(KernelCatalogTest, UnstagedCompactionStoresWithoutAConditionPerElement) {
   EXPECT_EQ(branches, 1u) << store;
 }
 
+TEST(KernelCatalogTest, SizeBucketsSpanTheSizesWithOneMainBucketAtTheTuningProblem) {
+  for (const KernelDefinition* kernel : kernels::builtin_kernels()) {
+    for (bool cpu : {false, true}) {
+      SCOPED_TRACE(std::string(kernel->id()) + (cpu ? " on a CPU adapter" : " on a GPU"));
+      const std::vector<kernels::SizeBucket> buckets = kernel->size_buckets(cpu);
+      ASSERT_EQ(buckets.size(), cpu ? 2u : (kernel->id() == "gemm_f32" ? 3u : 4u));
+      std::set<std::string> labels;
+      int mains = 0;
+      for (std::size_t i = 0; i < buckets.size(); ++i) {
+        const kernels::SizeBucket& bucket = buckets[i];
+        labels.insert(bucket.label);
+        EXPECT_TRUE(kernel->check_problem(bucket.problem).ok()) << bucket.label;
+        if (i > 0) {
+          EXPECT_GT(kernels::bucket_measure(bucket.problem),
+                    kernels::bucket_measure(buckets[i - 1].problem));
+        }
+        if (!bucket.main) continue;
+        ++mains;
+        EXPECT_EQ(bucket.problem.to_string(), kernel->tuning_problem(cpu).to_string());
+        EXPECT_EQ(i, buckets.size() - 1) << "the main bucket is the largest";
+      }
+      EXPECT_EQ(mains, 1);
+      EXPECT_EQ(labels.size(), buckets.size()) << "labels are unique";
+    }
+  }
+  const std::vector<kernels::SizeBucket> sort =
+      kernels::find_kernel("radix_sort_u32").value()->size_buckets(false);
+  std::vector<std::string> labels;
+  for (const kernels::SizeBucket& bucket : sort) labels.push_back(bucket.label);
+  EXPECT_EQ(labels, (std::vector<std::string>{"2^16", "2^20", "2^24", "2^28"}));
+  const std::vector<kernels::SizeBucket> gemm =
+      kernels::find_kernel("gemm_f32").value()->size_buckets(false);
+  EXPECT_EQ(gemm.front().label, "1024^3");
+  EXPECT_EQ(gemm.back().label, "4096^3");
+}
+
+TEST(KernelCatalogTest, ACallTakesTheBucketNearestToItsSizeByRatio) {
+  const std::vector<kernels::SizeBucket> buckets =
+      kernels::find_kernel("scan_exclusive_u32").value()->size_buckets(false);
+  auto nearest = [&](std::uint64_t n) {
+    kernels::Problem problem;
+    problem.elements = n;
+    return buckets[kernels::nearest_bucket(buckets, problem)].label;
+  };
+  EXPECT_EQ(nearest(0), "2^16");
+  EXPECT_EQ(nearest(1), "2^16");
+  EXPECT_EQ(nearest((1u << 18) - 1), "2^16");
+  EXPECT_EQ(nearest(1u << 18), "2^20");  // equally near 2^16 and 2^20: the larger
+  EXPECT_EQ(nearest(300000), "2^20");
+  EXPECT_EQ(nearest((1u << 22) - 1), "2^20");
+  EXPECT_EQ(nearest(1u << 22), "2^24");
+  EXPECT_EQ(nearest(std::uint64_t{1} << 40), "2^28");
+  kernels::Problem problem;
+  problem.elements = 1u << 21;
+  // The fallback order: nearest first, then outwards, the larger of two equally near first.
+  const std::vector<std::size_t> order = kernels::nearest_buckets(buckets, problem);
+  std::vector<std::string> labels;
+  for (std::size_t index : order) labels.push_back(buckets[index].label);
+  EXPECT_EQ(labels, (std::vector<std::string>{"2^20", "2^24", "2^16", "2^28"}));
+
+  const std::vector<kernels::SizeBucket> gemm =
+      kernels::find_kernel("gemm_f32").value()->size_buckets(false);
+  kernels::Problem shape;
+  shape.m = 1500;
+  shape.n = 1500;
+  shape.k = 1500;
+  EXPECT_EQ(gemm[kernels::nearest_bucket(gemm, shape)].label, "2048^3");
+  shape.m = shape.n = shape.k = 1400;
+  EXPECT_EQ(gemm[kernels::nearest_bucket(gemm, shape)].label, "1024^3");
+}
+
 TEST(KernelCatalogTest, ScheduleOverridesParseOrSayWhatIsWrong) {
   const KernelDefinition& affine = *kernels::find_kernel("affine_f32").value();
   Schedule schedule =

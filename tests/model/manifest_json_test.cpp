@@ -36,7 +36,8 @@ TuningManifest full_tuning_manifest() {
                         1u << 20,
                         {"b", "a"},
                         certified_candidate(schedule, 2000),
-                        {Schedule({{"workgroup_size", 128}})}};
+                        {Schedule({{"workgroup_size", 128}})},
+                        "2^20"};
   return TuningManifest::create(affine_kernel(schedule), test_adapter(), result, context).value();
 }
 
@@ -176,13 +177,47 @@ TEST(ManifestJsonTest, EachMissingCertificationFieldIsAnErrorNamingIt) {
 }
 
 TEST(ManifestJsonTest, UnknownSchemaVersionIsNamed) {
-  json document = json::parse(serialize_manifest(full_tuning_manifest()).value());
-  document["schema_version"] = 2;
-  Result<TuningManifest> parsed = parse_tuning_manifest(canonical_dump(document));
+  // Version 1 is the tuning schema before size buckets: it is re-tuned, never reinterpreted.
+  for (int version : {1, 3}) {
+    json document = json::parse(serialize_manifest(full_tuning_manifest()).value());
+    document["schema_version"] = version;
+    Result<TuningManifest> parsed = parse_tuning_manifest(canonical_dump(document));
+    ASSERT_FALSE(parsed.ok());
+    EXPECT_EQ(parsed.error().message(),
+              "Field 'schema_version' is " + std::to_string(version) +
+                  ", this wgsl-forge reads only version 2 (re-tune to replace the entry).");
+  }
+}
+
+TEST(ManifestJsonTest, TheSizeBucketIsPartOfTheTuningIdentity) {
+  const TuningManifest bucketed = full_tuning_manifest();
+  ASSERT_EQ(bucketed.context.bucket, std::optional<std::string>("2^20"));
+  TuningManifest main = bucketed;
+  main.context.bucket.reset();
+  EXPECT_NE(main.compute_cache_key(), bucketed.cache_key);
+  // A bucket label changed without recomputing the key (the content hash is recomputed: a
+  // careful hand edit) is refused.
+  TuningManifest moved = bucketed;
+  moved.context.bucket = "2^24";
+  Result<TuningManifest> parsed = parse_tuning_manifest(serialize_manifest(moved).value());
   ASSERT_FALSE(parsed.ok());
-  EXPECT_EQ(parsed.error().message(),
-            "Field 'schema_version' is 2, this wgsl-forge reads only version 1 (re-tune to "
-            "replace the entry).");
+  EXPECT_NE(parsed.error().message().find("cache key"), std::string::npos)
+      << parsed.error().message();
+}
+
+TEST(ManifestJsonTest, ABucketLabelOutsideItsGrammarIsRefused) {
+  for (const std::string& label :
+       std::vector<std::string>{"", "../x", "2^20 ", std::string(33, '1'), "main"}) {
+    TuningManifest manifest = full_tuning_manifest();
+    manifest.context.bucket = label;
+    manifest.cache_key = manifest.compute_cache_key();
+    Result<std::string> bytes = serialize_manifest(manifest);
+    ASSERT_TRUE(bytes.ok()) << bytes.error().message();
+    Result<TuningManifest> parsed = parse_tuning_manifest(*bytes);
+    ASSERT_FALSE(parsed.ok()) << "label '" << label << "' was accepted";
+    EXPECT_NE(parsed.error().message().find("context.bucket"), std::string::npos)
+        << parsed.error().message();
+  }
 }
 
 TEST(ManifestJsonTest, WrongManifestKindIsNamed) {
