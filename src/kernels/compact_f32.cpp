@@ -261,8 +261,7 @@ class CompactF32 final : public KernelDefinition {
 
  private:
   static ChainedScanShape shape(const Schedule& schedule) {
-    return {"compact",
-            knob(schedule, kWorkgroupSize),
+    return {knob(schedule, kWorkgroupSize),
             knob(schedule, kVectorsPerInvocation),
             knob(schedule, kUseSubgroups) == 1,
             knob(schedule, kLookBackWindow),

@@ -137,7 +137,6 @@ extern const char* const kWorkgroupScanWgsl;
 // A chained scan over u32 items, four per vec4 of input, `vectors` vec4 per invocation: one pass
 // with decoupled look-back (and its fallback) or three passes (chained_scan.cpp says how).
 struct ChainedScanShape {
-  std::string name;  // prefix of the entry points <name>_clear and <name>_tiles
   std::uint32_t workgroup_size = 256;
   std::uint32_t vectors = 1;
   bool subgroups = false;
@@ -191,7 +190,8 @@ std::uint64_t chained_scan_tiles(std::uint64_t n, const ChainedScanShape& shape)
 std::vector<CaseSpec> chained_scan_level_cases(const ChainedScanShape& shape,
                                                const std::string& profile,
                                                const DeviceCapabilities& device);
-// The entry points the shape's passes dispatch, in order.
+// The entry points the shape's passes dispatch, in order: scan_clear and scan_tiles, or
+// scan_reduce, scan_spine and scan_apply (the same names for every kernel on the chained scan).
 std::vector<std::string> chained_scan_entry_points(const ChainedScanShape& shape);
 // The passes: clear the chain and scan the tiles, or reduce, spine and apply.
 std::vector<PassPlan> chained_scan_passes(const ChainedScanShape& shape, std::uint64_t tiles,

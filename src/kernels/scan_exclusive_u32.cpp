@@ -152,8 +152,7 @@ class ScanExclusiveU32 final : public KernelDefinition {
 
  private:
   static ChainedScanShape shape(const Schedule& schedule) {
-    return {"scan",
-            knob(schedule, kWorkgroupSize),
+    return {knob(schedule, kWorkgroupSize),
             knob(schedule, kVectorsPerInvocation),
             knob(schedule, kUseSubgroups) == 1,
             knob(schedule, kLookBackWindow),
