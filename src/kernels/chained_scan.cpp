@@ -33,6 +33,22 @@ constexpr std::uint32_t kMinSubgroup = 4;
 // subgroups, whose window is the first subgroup, and with three passes, which do not look back).
 constexpr std::uint32_t kDefaultLookBackWindow = 32;
 
+// The knobs of every kernel on the chained scan but its workgroup_size (chained_scan_knobs).
+const KnobSpec kVectorsPerInvocation{
+    "vectors_per_invocation", "vec4 per invocation", {1, 2, 4, 8, 16}, 1};
+const KnobSpec kUseSubgroups{"use_subgroups", "scan within subgroups first", {0, 1}, 0};
+const KnobSpec kLookBackWindow{"look_back_window",
+                               "predecessors read at once by the look-back",
+                               {kDefaultLookBackWindow, 256},
+                               kDefaultLookBackWindow};
+const KnobSpec kPasses{
+    "passes", "1: single pass, decoupled look-back; 3: reduce-then-scan", {1, 3}, 1};
+const KnobSpec kClaimTiles{
+    "claim_tiles",
+    "single pass: 1 claims tiles from a counter, 0 takes the workgroup id (no atomic)",
+    {1, 0},
+    1};
+
 // The entry points, written as such in the WGSL below and the same for every kernel built on the
 // chained scan: the single pass clears the chain and scans the tiles; the three passes reduce the
 // tiles, scan their sums (the spine) and apply the sums' prefixes to the tiles scanned again.
@@ -567,6 +583,20 @@ Status check_chained_scan_resources(const ChainedScanShape& shape, std::uint64_t
 std::uint64_t chained_scan_tiles(std::uint64_t n, const ChainedScanShape& shape) {
   const std::uint64_t tile_elements = std::uint64_t{shape.workgroup_size} * shape.vectors * 4;
   return std::max<std::uint64_t>(1, ceil_div(n, tile_elements));
+}
+
+std::vector<KnobSpec> chained_scan_knobs(const KnobSpec& workgroup_size) {
+  return {workgroup_size, kVectorsPerInvocation, kUseSubgroups, kLookBackWindow, kPasses,
+          kClaimTiles};
+}
+
+ChainedScanShape chained_scan_shape(const Schedule& schedule, const KnobSpec& workgroup_size) {
+  return {knob(schedule, workgroup_size),
+          knob(schedule, kVectorsPerInvocation),
+          knob(schedule, kUseSubgroups) == 1,
+          knob(schedule, kLookBackWindow),
+          knob(schedule, kPasses),
+          knob(schedule, kClaimTiles) == 1};
 }
 
 std::vector<CaseSpec> chained_scan_level_cases(const ChainedScanShape& shape,

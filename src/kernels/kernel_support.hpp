@@ -157,6 +157,13 @@ struct ChainedScanShape {
   bool stage_tile = false;
 };
 
+// The knobs of a kernel on the chained scan, in order: its own `workgroup_size` (compaction
+// leaves out 1024), then vectors_per_invocation, use_subgroups, look_back_window, passes and
+// claim_tiles, the same in every such kernel.
+std::vector<KnobSpec> chained_scan_knobs(const KnobSpec& workgroup_size);
+// The shape those knobs of `schedule` give (stage_tile false: staging is the kernel's own knob).
+ChainedScanShape chained_scan_shape(const Schedule& schedule, const KnobSpec& workgroup_size);
+
 // The whole WGSL module. `declarations` must define the uniform `params` with fields n (elements)
 // and tiles (chained_scan_tiles), `x: array<vec4u>` (raw input, at least ceil(n / 4) vectors),
 // `chain: array<ChainWord>` (1 + 2 tiles words of scratch; ChainWord is defined here), and
