@@ -5,8 +5,8 @@
 // the tile's sum, and looks back over its predecessors' published sums until it meets one that
 // published its inclusive prefix (decoupled look-back). The input is read once and the output
 // written once: 8 bytes per element for a scan, against 12 for reduce-then-scan. The two paths,
-// without and with subgroups, differ in the tile's layout, its scan and who looks back
-// (workgroup_path_wgsl and subgroup_path_wgsl say how); the chain they publish to is the same.
+// without and with subgroups, differ in the tile's layout, its scan and who looks back (the
+// modules below say how); the chain they publish to is the same.
 //
 // WGSL promises no forward progress between workgroups, so no workgroup waits without bound: a
 // predecessor that has published nothing after kSpins polls is reduced from the input by the
@@ -33,31 +33,61 @@ constexpr std::uint32_t kMinSubgroup = 4;
 // subgroups, whose window is the first subgroup, and with three passes, which do not look back).
 constexpr std::uint32_t kDefaultLookBackWindow = 32;
 
-std::string constants(const ChainedScanShape& shape) {
-  return "const WG: u32 = " + std::to_string(shape.workgroup_size) +
-         "u;\n"
-         "const VECTORS: u32 = " +
-         std::to_string(shape.vectors) +
-         "u;  // vec4 per invocation\n"
-         "const TILE_VECTORS: u32 = WG * VECTORS;\n\n";
+// The knobs of every kernel on the chained scan but its workgroup_size (chained_scan_knobs).
+const KnobSpec kVectorsPerInvocation{
+    "vectors_per_invocation", "vec4 per invocation", {1, 2, 4, 8, 16}, 1};
+const KnobSpec kUseSubgroups{"use_subgroups", "scan within subgroups first", {0, 1}, 0};
+const KnobSpec kLookBackWindow{"look_back_window",
+                               "predecessors read at once by the look-back",
+                               {kDefaultLookBackWindow, 256},
+                               kDefaultLookBackWindow};
+const KnobSpec kPasses{
+    "passes", "1: single pass, decoupled look-back; 3: reduce-then-scan", {1, 3}, 1};
+const KnobSpec kClaimTiles{
+    "claim_tiles",
+    "single pass: 1 claims tiles from a counter, 0 takes the workgroup id (no atomic)",
+    {1, 0},
+    1};
+
+// The entry points, written as such in the WGSL below and the same for every kernel built on the
+// chained scan: the single pass clears the chain and scans the tiles; the three passes reduce the
+// tiles, scan their sums (the spine) and apply the sums' prefixes to the tiles scanned again.
+const char* const kClearEntry = "scan_clear";
+const char* const kTilesEntry = "scan_tiles";
+const char* const kReduceEntry = "scan_reduce";
+const char* const kSpineEntry = "scan_spine";
+const char* const kApplyEntry = "scan_apply";
+
+// Only the first subgroup looks back, so its subgroup operations are not in workgroup-uniform
+// control flow; they are uniform within that subgroup, which is what they need.
+const char* const kSubgroupsEnableWgsl = R"(enable subgroups;
+diagnostic(off, subgroup_uniformity);
+)";
+
+// The three passes are ordered by the queue, so their chain words are plain u32; the single
+// pass's are read while other workgroups write them.
+const char* const kPlainChainWordWgsl = R"(alias ChainWord = u32;
+)";
+const char* const kAtomicChainWordWgsl = R"(alias ChainWord = atomic<u32>;
+)";
+
+std::vector<WgslConstant> tile_constants(const ChainedScanShape& shape) {
+  return {{"WG", shape.workgroup_size, ""}, {"VECTORS", shape.vectors, "vec4 per invocation"}};
 }
 
-const char* const kCommonWgsl = R"(fn vector_count() -> u32 { return (params.n + 3u) / 4u; }
+const char* const kCommonWgsl = R"(const TILE_VECTORS: u32 = WG * VECTORS;
+
+fn vector_count() -> u32 { return (params.n + 3u) / 4u; }
 
 fn sum4(v: vec4u) -> u32 { return v.x + v.y + v.z + v.w; }
 
 )";
 
-std::string chain_constants() {
-  return "const SPINS: u32 = " + std::to_string(kSpins) +
-         "u;\n"
-         "const FLAG_AGGREGATE: u32 = 0x10000u;  // the tile's own sum\n"
-         "const FLAG_PREFIX: u32 = 0x20000u;     // the sum of every tile up to this one\n"
-         "const FLAG_MASK: u32 = 0x30000u;\n";
-}
-
 const char* const kChainWgsl =
-    R"(// chain[0]: the next tile to claim; chain[1 + 2 t] and chain[2 + 2 t]: the low and the high
+    R"(const FLAG_AGGREGATE: u32 = 0x10000u;  // the tile's own sum
+const FLAG_PREFIX: u32 = 0x20000u;     // the sum of every tile up to this one
+const FLAG_MASK: u32 = 0x30000u;
+// chain[0]: the next tile to claim; chain[1 + 2 t] and chain[2 + 2 t]: the low and the high
 // 16 bits of tile t's published value, each with the flag (0 while nothing is published).
 fn publish(tile: u32, flag: u32, value: u32) {
   atomicStore(&chain[1u + 2u * tile], flag | (value & 0xffffu));
@@ -79,7 +109,7 @@ const LOOK_NONE: u32 = 0xffffffffu;
 )";
 
 // The tile's layout and scan. Both define tile_vector(tile, local, lane, lanes, k), the index of
-// an invocation's k-th vector, and a body (scan_tile) that scans the tile's vectors raw[k]
+// an invocation's k-th vector, and a body (scan_tile_wgsl) that scans the tile's vectors raw[k]
 // (load_tile's) and sets offsets[k] (the exclusive prefix of vector k's first item among the
 // invocation's group), before (the items of the groups before it) and tile_total. The items are
 // computed again when stored rather than kept: registers are what limits resident tiles.
@@ -92,7 +122,7 @@ const char* const kBlockedTileWgsl =
 }
 )";
 
-const char* const kBlockedScan = R"(  var offsets = array<u32, VECTORS>();
+const char* const kBlockedScanWgsl = R"(  var offsets = array<u32, VECTORS>();
   var sum = 0u;
   for (var k = 0u; k < VECTORS; k++) {
     offsets[k] = sum;
@@ -108,16 +138,23 @@ const char* const kBlockedScan = R"(  var offsets = array<u32, VECTORS>();
 // subgroup is contiguous, the rows are scanned by subgroup scans alone, and one barrier combines
 // the subgroups' sums. Subgroups must be consecutive in local_invocation_index; an adapter where
 // that does not hold fails certification, so such a schedule is never published.
-std::string striped_tile_wgsl(const ChainedScanShape& shape) {
-  return "var<workgroup> subgroup_sums: array<u32, " +
-         std::to_string(std::max(1u, shape.workgroup_size / kMinSubgroup)) + ">;\n" +
-         R"(fn tile_vector(tile: u32, local: u32, lane: u32, lanes: u32, k: u32) -> u32 {
+const char* const kStripedTileWgsl = R"(var<workgroup> subgroup_sums: array<u32, MAX_SUBGROUPS>;
+fn tile_vector(tile: u32, local: u32, lane: u32, lanes: u32, k: u32) -> u32 {
   return tile * TILE_VECTORS + (local - lane) * VECTORS + k * lanes + lane;
 }
 )";
+
+// The most subgroups a workgroup has, sized for subgroups of kMinSubgroup lanes or more.
+std::uint32_t max_subgroups(const ChainedScanShape& shape) {
+  return std::max(1u, shape.workgroup_size / kMinSubgroup);
 }
 
-const char* const kStripedScan = R"(  var offsets = array<u32, VECTORS>();
+std::string striped_tile_wgsl(const ChainedScanShape& shape) {
+  return constant_declarations({{"MAX_SUBGROUPS", max_subgroups(shape), "a sum per subgroup"}}) +
+         kStripedTileWgsl;
+}
+
+const char* const kStripedScanWgsl = R"(  var offsets = array<u32, VECTORS>();
   var run_total = 0u;
   for (var k = 0u; k < VECTORS; k++) {
     let sum = sum4(scan_items(raw[k]));
@@ -139,6 +176,14 @@ const char* const kStripedScan = R"(  var offsets = array<u32, VECTORS>();
   }
 )";
 
+std::string tile_wgsl(const ChainedScanShape& shape) {
+  return shape.subgroups ? striped_tile_wgsl(shape) : std::string(kBlockedTileWgsl);
+}
+
+const char* scan_tile_wgsl(const ChainedScanShape& shape) {
+  return shape.subgroups ? kStripedScanWgsl : kBlockedScanWgsl;
+}
+
 // Vector v of the input, its elements at or past n replaced by PAD, so that scan_items needs no
 // bounds of its own (it runs twice per vector). The load is clamped and selected rather than
 // guarded by a branch: subgroup scans follow, and the H200's driver scanned wrong sums after
@@ -158,55 +203,88 @@ fn load_tile(tile: u32, local: u32, lane: u32, lanes: u32) -> array<vec4u, VECTO
 }
 )";
 
-// Each vector's items stored (scan_store) with the tile's prefix `tile_prefix`. A tile that
-// stores before its look-back (shape stage_tile) knows only offsets within the tile, so its
-// prefix is 0 there; scan_finish_tile, after the look-back, then moves the staged tile out.
-std::string store_vectors(const std::string& tile_prefix) {
-  return "  for (var k = 0u; k < VECTORS; k++) {\n"
-         "    let v = tile_vector(tile, local, lane, lanes, k);\n"
-         "    if (v < vector_count()) {\n"
-         "      scan_store(v, raw[k], scan_items(raw[k]), " +
-         tile_prefix +
-         ", before + offsets[k]);\n"
-         "    }\n"
-         "  }\n";
+// The entry points that scan tiles (scan_tiles, scan_reduce, scan_apply) open with one of these
+// heads, whose signature the lanes module below completes.
+const char* const kTilesHeadWgsl = R"(
+@compute @workgroup_size(WG)
+fn scan_tiles(@builtin(workgroup_id) workgroup: vec3u, @builtin(num_workgroups) workgroups: vec3u,
+)";
+
+const char* const kReduceHeadWgsl = R"(
+@compute @workgroup_size(WG)
+fn scan_reduce(@builtin(workgroup_id) workgroup: vec3u, @builtin(num_workgroups) workgroups: vec3u,
+)";
+
+const char* const kApplyHeadWgsl = R"(
+@compute @workgroup_size(WG)
+fn scan_apply(@builtin(workgroup_id) workgroup: vec3u, @builtin(num_workgroups) workgroups: vec3u,
+)";
+
+// The rest of a tile entry point's signature and the lanes it works in: one per invocation, or
+// the subgroup's.
+const char* const kInvocationLanesWgsl = R"(    @builtin(local_invocation_index) local: u32) {
+  let lane = 0u;
+  let lanes = 1u;
+)";
+
+const char* const kSubgroupLanesWgsl = R"(    @builtin(local_invocation_index) local: u32,
+    @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) width: u32) {
+  let lanes = min(width, WG);  // a wider subgroup is part empty
+)";
+
+const char* lanes_wgsl(const ChainedScanShape& shape) {
+  return shape.subgroups ? kSubgroupLanesWgsl : kInvocationLanesWgsl;
 }
 
-std::string stage_tile(const ChainedScanShape& shape) {
-  return shape.stage_tile ? store_vectors("0u") : "";
+const char* const kWorkgroupTileWgsl = R"(  let tile = linear_workgroup(workgroup, workgroups);
+)";
+
+const char* const kClaimedTileWgsl =
+    R"(  if (local == 0u) { claimed_tile = atomicAdd(&chain[0], 1u); }
+  let tile = workgroupUniformLoad(&claimed_tile);
+)";
+
+const char* const kLoadOwnTileWgsl =
+    R"(  if (tile >= params.tiles) { return; }  // a grid rounded up past the tiles
+  var raw = load_tile(tile, local, lane, lanes);
+)";
+
+// Each vector's items stored (scan_store) with the tile's prefix. A tile that stores before its
+// look-back (shape stage_tile) knows only offsets within the tile, so its prefix is 0 there;
+// scan_finish_tile, after the look-back, then moves the staged tile out.
+const char* const kStageTileWgsl = R"(  for (var k = 0u; k < VECTORS; k++) {
+    let v = tile_vector(tile, local, lane, lanes, k);
+    if (v < vector_count()) {
+      scan_store(v, raw[k], scan_items(raw[k]), 0u, before + offsets[k]);
+    }
+  }
+)";
+
+const char* const kStoreTileWgsl = R"(  for (var k = 0u; k < VECTORS; k++) {
+    let v = tile_vector(tile, local, lane, lanes, k);
+    if (v < vector_count()) {
+      scan_store(v, raw[k], scan_items(raw[k]), prefix, before + offsets[k]);
+    }
+  }
+)";
+
+// Ends an entry point that scans tiles, once `prefix` (the sum of the tiles before) is known.
+const char* const kFinishTileWgsl = R"(  scan_finish_tile(prefix, tile_total, local);
+}
+)";
+
+const char* stage_tile_wgsl(const ChainedScanShape& shape) {
+  return shape.stage_tile ? kStageTileWgsl : "";
 }
 
-std::string store_tile(const ChainedScanShape& shape) {
-  return (shape.stage_tile ? "" : store_vectors("prefix")) +
-         "  scan_finish_tile(prefix, tile_total, local);\n";
-}
-
-// An entry point's signature and the lanes it works in.
-std::string entry_point(const ChainedScanShape& shape, const std::string& suffix) {
-  const std::string builtins =
-      shape.subgroups
-          ? ",\n    @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) width: u32"
-          : "";
-  const std::string lanes =
-      shape.subgroups ? "  let lanes = min(width, WG);  // a wider subgroup is part empty\n"
-                      : "  let lane = 0u;\n  let lanes = 1u;\n";
-  return "\n@compute @workgroup_size(WG)\nfn " + shape.name + "_" + suffix +
-         "(@builtin(workgroup_id) workgroup: vec3u, @builtin(num_workgroups) workgroups: vec3u,\n"
-         "    @builtin(local_invocation_index) local: u32" +
-         builtins + ") {\n" + lanes;
-}
-
-std::string scan_tile(const ChainedScanShape& shape) {
-  return shape.subgroups ? kStripedScan : kBlockedScan;
+std::string store_tile_wgsl(const ChainedScanShape& shape) {
+  return std::string(shape.stage_tile ? "" : kStoreTileWgsl) + kFinishTileWgsl;
 }
 
 // Without subgroups the whole workgroup looks back, one predecessor per invocation of the
 // window, combining the window with workgroup atomics.
-std::string workgroup_look_back_wgsl(const ChainedScanShape& shape) {
-  return "const LOOK_BACK: u32 = " +
-         std::to_string(std::min(shape.look_back_window, shape.workgroup_size)) +
-         "u;  // predecessors read at once\n\n" +
-         R"(// The sum of a tile's items, from the input.
+const char* const kWorkgroupLookBackWgsl = R"(
+// The sum of a tile's items, from the input.
 fn reduce_tile(tile: u32, local: u32) -> u32 {
   var sum = 0u;
   for (var k = 0u; k < VECTORS; k++) {
@@ -268,6 +346,12 @@ fn look_back(tile: u32, local: u32) -> u32 {
   return prefix;
 }
 )";
+
+std::string workgroup_look_back_wgsl(const ChainedScanShape& shape) {
+  return constant_declarations(
+             {{"LOOK_BACK", std::min(shape.look_back_window, shape.workgroup_size),
+               "predecessors read at once"}}) +
+         kWorkgroupLookBackWgsl;
 }
 
 // With subgroups the first subgroup alone looks back, one predecessor per lane, with no barrier
@@ -328,85 +412,93 @@ fn look_back(tile: u32, lane: u32, lanes: u32) -> u32 {
 }
 )";
 
-// The pass that zeroes the chain before the single pass.
-std::string clear_entry_point(const ChainedScanShape& shape) {
-  return "\n@compute @workgroup_size(WG)\nfn " + shape.name +
-         "_clear(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,\n"
-         "    @builtin(local_invocation_index) local: u32) {\n"
-         "  let i = linear_workgroup(group, groups) * WG + local;\n"
-         "  if (i < 1u + 2u * params.tiles) { atomicStore(&chain[i], 0u); }\n"
-         "}\n";
+std::string look_back_wgsl(const ChainedScanShape& shape) {
+  return shape.subgroups ? std::string(kSubgroupLookBackWgsl) : workgroup_look_back_wgsl(shape);
 }
 
-const char* const kPublishAggregate = R"(  if (local == 0u) {
+// The pass that zeroes the chain before the single pass.
+const char* const kClearEntryWgsl = R"(
+@compute @workgroup_size(WG)
+fn scan_clear(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+    @builtin(local_invocation_index) local: u32) {
+  let i = linear_workgroup(group, groups) * WG + local;
+  if (i < 1u + 2u * params.tiles) { atomicStore(&chain[i], 0u); }
+}
+)";
+
+const char* const kClaimedTileDeclarationWgsl = R"(var<workgroup> claimed_tile: u32;
+)";
+
+// passes = 1: with claim_tiles the tile is claimed from a counter, so that a tile's predecessors
+// were all claimed by workgroups that already run; otherwise it is the workgroup's id, which
+// saves the claim's round trip to memory and relies on workgroups starting in order (as GPUs
+// start them); a predecessor that has not started is reduced by the fallback.
+const char* take_tile_wgsl(const ChainedScanShape& shape) {
+  return shape.claim_tiles ? kClaimedTileWgsl : kWorkgroupTileWgsl;
+}
+
+// The workgroup's look-back keeps its state in workgroup memory, ready before the scan's
+// barriers.
+const char* const kResetWorkgroupLookBackWgsl = R"(  if (local == 0u) {
+    atomicStore(&look_stop, LOOK_NONE);
+    atomicStore(&look_sum, 0u);
+  }
+)";
+
+const char* reset_look_back_wgsl(const ChainedScanShape& shape) {
+  return shape.subgroups ? "" : kResetWorkgroupLookBackWgsl;
+}
+
+const char* const kPublishAggregateWgsl = R"(  if (local == 0u) {
     publish(tile, select(FLAG_AGGREGATE, FLAG_PREFIX, tile == 0u), tile_total);
   }
 )";
 
 // After publishing its sum, a tile takes its prefix by look-back and publishes that too (the last
 // tile also the scan's total); every invocation ends with the prefix.
-std::string look_back_and_publish(const ChainedScanShape& shape) {
-  return shape.subgroups
-             ? "  if (local < lanes) {\n"
-               "    var prefix = 0u;\n"
-               "    if (tile != 0u) { prefix = look_back(tile, lane, lanes); }\n"
-               "    if (local == 0u) {\n"
-               "      if (tile != 0u) { publish(tile, FLAG_PREFIX, prefix + tile_total); }\n"
-               "      if (tile + 1u == params.tiles) { scan_total(prefix + tile_total); }\n"
-               "      shared_prefix = prefix;\n"
-               "    }\n"
-               "  }\n"
-               "  let prefix = workgroupUniformLoad(&shared_prefix);\n"
-             : "  var prefix = 0u;\n"
-               "  if (tile != 0u) { prefix = look_back(tile, local); }\n"
-               "  if (local == 0u) {\n"
-               "    if (tile != 0u) { publish(tile, FLAG_PREFIX, prefix + tile_total); }\n"
-               "    if (tile + 1u == params.tiles) { scan_total(prefix + tile_total); }\n"
-               "  }\n";
+const char* const kSubgroupLookBackAndPublishWgsl = R"(  if (local < lanes) {
+    var prefix = 0u;
+    if (tile != 0u) { prefix = look_back(tile, lane, lanes); }
+    if (local == 0u) {
+      if (tile != 0u) { publish(tile, FLAG_PREFIX, prefix + tile_total); }
+      if (tile + 1u == params.tiles) { scan_total(prefix + tile_total); }
+      shared_prefix = prefix;
+    }
+  }
+  let prefix = workgroupUniformLoad(&shared_prefix);
+)";
+
+const char* const kWorkgroupLookBackAndPublishWgsl = R"(  var prefix = 0u;
+  if (tile != 0u) { prefix = look_back(tile, local); }
+  if (local == 0u) {
+    if (tile != 0u) { publish(tile, FLAG_PREFIX, prefix + tile_total); }
+    if (tile + 1u == params.tiles) { scan_total(prefix + tile_total); }
+  }
+)";
+
+const char* look_back_and_publish_wgsl(const ChainedScanShape& shape) {
+  return shape.subgroups ? kSubgroupLookBackAndPublishWgsl : kWorkgroupLookBackAndPublishWgsl;
 }
 
 // passes = 1: clear the chain, then one pass in which each workgroup takes a tile, publishes its
-// sum and takes its prefix by look-back. With claim_tiles the tile is claimed from a counter, so
-// that a tile's predecessors were all claimed by workgroups that already run; otherwise it is the
-// workgroup's id, which saves the claim's round trip to memory and relies on workgroups starting
-// in order (as GPUs start them); a predecessor that has not started is reduced by the fallback.
+// sum and takes its prefix by look-back.
 std::string single_pass_wgsl(const ChainedScanShape& shape) {
-  const std::string take_tile =
-      shape.claim_tiles ? "  if (local == 0u) { claimed_tile = atomicAdd(&chain[0], 1u); }\n"
-                          "  let tile = workgroupUniformLoad(&claimed_tile);\n"
-                        : "  let tile = linear_workgroup(workgroup, workgroups);\n";
-  // The workgroup's look-back keeps its state in workgroup memory, ready before the scan's
-  // barriers.
-  const std::string reset_look_back = shape.subgroups ? ""
-                                                      : "  if (local == 0u) {\n"
-                                                        "    atomicStore(&look_stop, LOOK_NONE);\n"
-                                                        "    atomicStore(&look_sum, 0u);\n"
-                                                        "  }\n";
-  return chain_constants() + kChainWgsl +
-         (shape.subgroups ? std::string(kSubgroupLookBackWgsl) : workgroup_look_back_wgsl(shape)) +
-         (shape.claim_tiles ? "var<workgroup> claimed_tile: u32;\n" : "") +
-         clear_entry_point(shape) + entry_point(shape, "tiles") + take_tile + reset_look_back +
-         "  if (tile >= params.tiles) { return; }  // a grid rounded up past the tiles\n"
-         "  var raw = load_tile(tile, local, lane, lanes);\n" +
-         scan_tile(shape) + stage_tile(shape) + kPublishAggregate + look_back_and_publish(shape) +
-         store_tile(shape) + "}\n";
+  return constant_declarations({{"SPINS", kSpins, ""}}) + kChainWgsl + look_back_wgsl(shape) +
+         (shape.claim_tiles ? kClaimedTileDeclarationWgsl : "") + kClearEntryWgsl + kTilesHeadWgsl +
+         lanes_wgsl(shape) + take_tile_wgsl(shape) + reset_look_back_wgsl(shape) +
+         kLoadOwnTileWgsl + scan_tile_wgsl(shape) + stage_tile_wgsl(shape) + kPublishAggregateWgsl +
+         look_back_and_publish_wgsl(shape) + store_tile_wgsl(shape);
 }
 
-// passes = 3 (reduce-then-scan): each tile's sum to chain[1 + tile]; one workgroup scans the
-// sums in place; each tile scans again and stores. The input is read twice, but no workgroup
-// waits for another, so every resident workgroup keeps loads in flight. Its chain words are
-// plain u32: the passes are ordered by the queue, so nothing is read while it is written.
-std::string three_pass_wgsl(const ChainedScanShape& shape) {
-  return entry_point(shape, "reduce") +
-         "  let tile = linear_workgroup(workgroup, workgroups);\n"
-         "  if (tile >= params.tiles) { return; }\n"
-         "  var raw = load_tile(tile, local, lane, lanes);\n" +
-         scan_tile(shape) + "  if (local == 0u) { chain[1u + tile] = tile_total; }\n}\n" +
-         R"(
+const char* const kStoreTileSumWgsl = R"(  if (local == 0u) { chain[1u + tile] = tile_total; }
+}
+)";
+
+// One workgroup scans the tiles' sums in place.
+const char* const kSpineEntryWgsl = R"(
 // One workgroup; invocation t owns a run of consecutive tiles.
 @compute @workgroup_size(WG)
-fn )" + shape.name +
-         R"(_spine(@builtin(local_invocation_index) local: u32) {
+fn scan_spine(@builtin(local_invocation_index) local: u32) {
   let per = (params.tiles + WG - 1u) / WG;
   let begin = min(local * per, params.tiles);
   let end = min(begin + per, params.tiles);
@@ -421,29 +513,30 @@ fn )" + shape.name +
   }
   if (local == 0u) { scan_total(scanned.y); }
 }
-)" + entry_point(shape, "apply") +
-         "  let tile = linear_workgroup(workgroup, workgroups);\n"
-         "  if (tile >= params.tiles) { return; }\n"
-         "  var raw = load_tile(tile, local, lane, lanes);\n" +
-         scan_tile(shape) + stage_tile(shape) + "  let prefix = chain[1u + tile];\n" +
-         store_tile(shape) + "}\n";
+)";
+
+const char* const kLoadTilePrefixWgsl = R"(  let prefix = chain[1u + tile];
+)";
+
+// passes = 3 (reduce-then-scan): each tile's sum to chain[1 + tile]; one workgroup scans the
+// sums in place; each tile scans again and stores. The input is read twice, but no workgroup
+// waits for another, so every resident workgroup keeps loads in flight.
+std::string three_pass_wgsl(const ChainedScanShape& shape) {
+  return std::string(kReduceHeadWgsl) + lanes_wgsl(shape) + kWorkgroupTileWgsl + kLoadOwnTileWgsl +
+         scan_tile_wgsl(shape) + kStoreTileSumWgsl + kSpineEntryWgsl + kApplyHeadWgsl +
+         lanes_wgsl(shape) + kWorkgroupTileWgsl + kLoadOwnTileWgsl + scan_tile_wgsl(shape) +
+         stage_tile_wgsl(shape) + kLoadTilePrefixWgsl + store_tile_wgsl(shape);
 }
 
 }  // namespace
 
 std::string chained_scan_wgsl(const ChainedScanShape& shape, const std::string& declarations) {
-  // Only the first subgroup looks back, so its subgroup operations are not in workgroup-uniform
-  // control flow; they are uniform within that subgroup, which is what they need.
-  const std::string header =
-      shape.subgroups ? "enable subgroups;\ndiagnostic(off, subgroup_uniformity);\n" : "";
   // The workgroup scan serves the blocked tile and the three-pass spine.
-  const std::string workgroup_scan =
-      !shape.subgroups || shape.passes == 3 ? std::string(kWorkgroupScanWgsl) + "\n" : "";
-  const std::string chain_word =
-      shape.passes == 3 ? "alias ChainWord = u32;\n" : "alias ChainWord = atomic<u32>;\n";
-  return header + kLinearWorkgroupWgsl + "\n" + chain_word + declarations + "\n" +
-         constants(shape) + kCommonWgsl + workgroup_scan +
-         (shape.subgroups ? striped_tile_wgsl(shape) : std::string(kBlockedTileWgsl)) +
+  const bool workgroup_scan = !shape.subgroups || shape.passes == 3;
+  return std::string(shape.subgroups ? kSubgroupsEnableWgsl : "") + kLinearWorkgroupWgsl + "\n" +
+         (shape.passes == 3 ? kPlainChainWordWgsl : kAtomicChainWordWgsl) + declarations + "\n" +
+         constant_declarations(tile_constants(shape)) + kCommonWgsl +
+         (workgroup_scan ? std::string(kWorkgroupScanWgsl) + "\n" : "") + tile_wgsl(shape) +
          kLoadTileWgsl + (shape.passes == 3 ? three_pass_wgsl(shape) : single_pass_wgsl(shape));
 }
 
@@ -474,7 +567,7 @@ Status check_chained_scan_resources(const ChainedScanShape& shape, std::uint64_t
   // The tile's scan: a sum per subgroup, or the workgroup scan's scratch. The single pass adds
   // the claimed tile and the look-back's state; the three-pass spine needs the workgroup scan.
   const std::uint64_t tile_scan =
-      shape.subgroups ? std::max<std::uint64_t>(1, wg / kMinSubgroup) * 4 : wg * 4;
+      shape.subgroups ? std::uint64_t{max_subgroups(shape)} * 4 : wg * 4;
   const std::uint64_t look_back = shape.passes == 3 ? 0 : (shape.subgroups ? 8 : 24);
   const std::uint64_t bytes = std::max(tile_scan + look_back + caller_bytes, wg * 4);
   if (bytes <= device.max_workgroup_storage_size) return Ok{};
@@ -490,6 +583,20 @@ Status check_chained_scan_resources(const ChainedScanShape& shape, std::uint64_t
 std::uint64_t chained_scan_tiles(std::uint64_t n, const ChainedScanShape& shape) {
   const std::uint64_t tile_elements = std::uint64_t{shape.workgroup_size} * shape.vectors * 4;
   return std::max<std::uint64_t>(1, ceil_div(n, tile_elements));
+}
+
+std::vector<KnobSpec> chained_scan_knobs(const KnobSpec& workgroup_size) {
+  return {workgroup_size, kVectorsPerInvocation, kUseSubgroups, kLookBackWindow, kPasses,
+          kClaimTiles};
+}
+
+ChainedScanShape chained_scan_shape(const Schedule& schedule, const KnobSpec& workgroup_size) {
+  return {knob(schedule, workgroup_size),
+          knob(schedule, kVectorsPerInvocation),
+          knob(schedule, kUseSubgroups) == 1,
+          knob(schedule, kLookBackWindow),
+          knob(schedule, kPasses),
+          knob(schedule, kClaimTiles) == 1};
 }
 
 std::vector<CaseSpec> chained_scan_level_cases(const ChainedScanShape& shape,
@@ -512,18 +619,17 @@ std::vector<PassPlan> chained_scan_passes(const ChainedScanShape& shape, std::ui
                                           const std::map<std::uint32_t, std::string>& buffers,
                                           const std::vector<std::uint32_t>& params) {
   if (shape.passes == 3) {
-    return {{shape.name + "_reduce", tiles, buffers, params},
-            {shape.name + "_spine", 1, buffers, params},
-            {shape.name + "_apply", tiles, buffers, params}};
+    return {{kReduceEntry, tiles, buffers, params},
+            {kSpineEntry, 1, buffers, params},
+            {kApplyEntry, tiles, buffers, params}};
   }
-  return {{shape.name + "_clear", ceil_div(1 + 2 * tiles, shape.workgroup_size), buffers, params},
-          {shape.name + "_tiles", tiles, buffers, params}};
+  return {{kClearEntry, ceil_div(1 + 2 * tiles, shape.workgroup_size), buffers, params},
+          {kTilesEntry, tiles, buffers, params}};
 }
 
 std::vector<std::string> chained_scan_entry_points(const ChainedScanShape& shape) {
-  if (shape.passes == 3)
-    return {shape.name + "_reduce", shape.name + "_spine", shape.name + "_apply"};
-  return {shape.name + "_clear", shape.name + "_tiles"};
+  if (shape.passes == 3) return {kReduceEntry, kSpineEntry, kApplyEntry};
+  return {kClearEntry, kTilesEntry};
 }
 
 }  // namespace wgsl_forge::kernels::support

@@ -111,18 +111,6 @@ fn scan_finish_tile(tile_prefix: u32, tile_total: u32, local: u32) {}
 // scan's kernel of the same shape certified in 3 s; 1024 never timed fastest.
 const KnobSpec kWorkgroupSize{
     "workgroup_size", "invocations per workgroup", {64, 128, 256, 512}, 256};
-const KnobSpec kVectorsPerInvocation{
-    "vectors_per_invocation", "vec4 per invocation", {1, 2, 4, 8, 16}, 1};
-const KnobSpec kUseSubgroups{"use_subgroups", "scan within subgroups first", {0, 1}, 0};
-const KnobSpec kLookBackWindow{
-    "look_back_window", "predecessors read at once by the look-back", {32, 256}, 32};
-const KnobSpec kPasses{
-    "passes", "1: single pass, decoupled look-back; 3: reduce-then-scan", {1, 3}, 1};
-const KnobSpec kClaimTiles{
-    "claim_tiles",
-    "single pass: 1 claims tiles from a counter, 0 takes the workgroup id (no atomic)",
-    {1, 0},
-    1};
 const KnobSpec kStageKept{
     "stage_kept", "gather kept values in workgroup memory before storing", {0, 1}, 1};
 
@@ -135,8 +123,9 @@ class CompactF32 final : public KernelDefinition {
   }
 
   std::vector<KnobSpec> knobs() const override {
-    return {kWorkgroupSize, kVectorsPerInvocation, kUseSubgroups, kLookBackWindow,
-            kPasses,        kClaimTiles,           kStageKept};
+    std::vector<KnobSpec> knobs = chained_scan_knobs(kWorkgroupSize);
+    knobs.push_back(kStageKept);
+    return knobs;
   }
 
   // The staged tile (16 bytes per vector) must fit next to the scan's own workgroup memory.
@@ -261,14 +250,9 @@ class CompactF32 final : public KernelDefinition {
 
  private:
   static ChainedScanShape shape(const Schedule& schedule) {
-    return {"compact",
-            knob(schedule, kWorkgroupSize),
-            knob(schedule, kVectorsPerInvocation),
-            knob(schedule, kUseSubgroups) == 1,
-            knob(schedule, kLookBackWindow),
-            knob(schedule, kPasses),
-            knob(schedule, kClaimTiles) == 1,
-            knob(schedule, kStageKept) == 1};
+    ChainedScanShape scan = chained_scan_shape(schedule, kWorkgroupSize);
+    scan.stage_tile = knob(schedule, kStageKept) == 1;
+    return scan;
   }
 };
 

@@ -137,7 +137,6 @@ extern const char* const kWorkgroupScanWgsl;
 // A chained scan over u32 items, four per vec4 of input, `vectors` vec4 per invocation: one pass
 // with decoupled look-back (and its fallback) or three passes (chained_scan.cpp says how).
 struct ChainedScanShape {
-  std::string name;  // prefix of the entry points <name>_clear and <name>_tiles
   std::uint32_t workgroup_size = 256;
   std::uint32_t vectors = 1;
   bool subgroups = false;
@@ -157,6 +156,13 @@ struct ChainedScanShape {
   // registers while the tile waits for its prefix.
   bool stage_tile = false;
 };
+
+// The knobs of a kernel on the chained scan, in order: its own `workgroup_size` (compaction
+// leaves out 1024), then vectors_per_invocation, use_subgroups, look_back_window, passes and
+// claim_tiles, the same in every such kernel.
+std::vector<KnobSpec> chained_scan_knobs(const KnobSpec& workgroup_size);
+// The shape those knobs of `schedule` give (stage_tile false: staging is the kernel's own knob).
+ChainedScanShape chained_scan_shape(const Schedule& schedule, const KnobSpec& workgroup_size);
 
 // The whole WGSL module. `declarations` must define the uniform `params` with fields n (elements)
 // and tiles (chained_scan_tiles), `x: array<vec4u>` (raw input, at least ceil(n / 4) vectors),
@@ -191,7 +197,8 @@ std::uint64_t chained_scan_tiles(std::uint64_t n, const ChainedScanShape& shape)
 std::vector<CaseSpec> chained_scan_level_cases(const ChainedScanShape& shape,
                                                const std::string& profile,
                                                const DeviceCapabilities& device);
-// The entry points the shape's passes dispatch, in order.
+// The entry points the shape's passes dispatch, in order: scan_clear and scan_tiles, or
+// scan_reduce, scan_spine and scan_apply (the same names for every kernel on the chained scan).
 std::vector<std::string> chained_scan_entry_points(const ChainedScanShape& shape);
 // The passes: clear the chain and scan the tiles, or reduce, spine and apply.
 std::vector<PassPlan> chained_scan_passes(const ChainedScanShape& shape, std::uint64_t tiles,

@@ -20,18 +20,6 @@ using namespace support;
 
 const KnobSpec kWorkgroupSize{
     "workgroup_size", "invocations per workgroup", {64, 128, 256, 512, 1024}, 256};
-const KnobSpec kVectorsPerInvocation{
-    "vectors_per_invocation", "vec4 per invocation", {1, 2, 4, 8, 16}, 1};
-const KnobSpec kUseSubgroups{"use_subgroups", "scan within subgroups first", {0, 1}, 0};
-const KnobSpec kLookBackWindow{
-    "look_back_window", "predecessors read at once by the look-back", {32, 256}, 32};
-const KnobSpec kPasses{
-    "passes", "1: single pass, decoupled look-back; 3: reduce-then-scan", {1, 3}, 1};
-const KnobSpec kClaimTiles{
-    "claim_tiles",
-    "single pass: 1 claims tiles from a counter, 0 takes the workgroup id (no atomic)",
-    {1, 0},
-    1};
 
 const char* const kParamsWgsl = R"(struct Params { n: u32, tiles: u32 }
 )";
@@ -57,10 +45,7 @@ class ScanExclusiveU32 final : public KernelDefinition {
     return "y[i] = x[0] + ... + x[i-1] (exclusive prefix sum, wrapping u32)";
   }
 
-  std::vector<KnobSpec> knobs() const override {
-    return {kWorkgroupSize, kVectorsPerInvocation, kUseSubgroups, kLookBackWindow, kPasses,
-            kClaimTiles};
-  }
+  std::vector<KnobSpec> knobs() const override { return chained_scan_knobs(kWorkgroupSize); }
 
   Status check_resources(const Schedule& schedule,
                          const DeviceCapabilities& device) const override {
@@ -152,13 +137,7 @@ class ScanExclusiveU32 final : public KernelDefinition {
 
  private:
   static ChainedScanShape shape(const Schedule& schedule) {
-    return {"scan",
-            knob(schedule, kWorkgroupSize),
-            knob(schedule, kVectorsPerInvocation),
-            knob(schedule, kUseSubgroups) == 1,
-            knob(schedule, kLookBackWindow),
-            knob(schedule, kPasses),
-            knob(schedule, kClaimTiles) == 1};
+    return chained_scan_shape(schedule, kWorkgroupSize);
   }
 };
 

@@ -159,14 +159,14 @@ fn look_back(tile: u32, local: u32) -> u32 {
 var<workgroup> claimed_tile: u32;
 
 @compute @workgroup_size(WG)
-fn compact_clear(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+fn scan_clear(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
     @builtin(local_invocation_index) local: u32) {
   let i = linear_workgroup(group, groups) * WG + local;
   if (i < 1u + 2u * params.tiles) { atomicStore(&chain[i], 0u); }
 }
 
 @compute @workgroup_size(WG)
-fn compact_tiles(@builtin(workgroup_id) workgroup: vec3u, @builtin(num_workgroups) workgroups: vec3u,
+fn scan_tiles(@builtin(workgroup_id) workgroup: vec3u, @builtin(num_workgroups) workgroups: vec3u,
     @builtin(local_invocation_index) local: u32) {
   let lane = 0u;
   let lanes = 1u;
