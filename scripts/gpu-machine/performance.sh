@@ -23,6 +23,8 @@
 #                                            one line per schedule in certify.txt, and the first
 #                                            line of each failure in certify-failures.txt
 # Outputs begin with the build's commit (build/release/BUILD_COMMIT, written by prepare.sh).
+# WGSL_FORGE_SIZES: the size buckets `tune` and `all` tune (tune --sizes: main, all, or labels
+# such as 2^20,2^28; default main).
 # WGSL_FORGE_OPTIONS: global options given to every wgsl-forge command, for example
 # --no-bounds-checks (kernels tuned and benched without Dawn's bounds clamps, cached apart).
 set -euo pipefail
@@ -33,6 +35,7 @@ out="${OUT:-$repo_root/build/gpu-machine}"
 mkdir -p "$out"
 forge="build/release/src/wgsl-forge --cache build/gpu-cache ${WGSL_FORGE_OPTIONS:-}"
 build="build $(cat build/release/BUILD_COMMIT 2>/dev/null || echo unknown)"
+sizes="${WGSL_FORGE_SIZES:-main}"
 tune_all() {
   local budget="${1:-8}" limit="${2:-0}" start=$SECONDS kernel
   for kernel in $(build/release/src/wgsl-forge kernels --json | python3 -c \
@@ -41,7 +44,7 @@ tune_all() {
       echo "not tuned (time limit): $kernel"
       continue
     fi
-    $forge tune "$kernel" --budget "$budget" 2>&1 | tail -1
+    $forge tune "$kernel" --budget "$budget" --sizes "$sizes" 2>&1 | tail -n +3
   done 2>&1 | tee "$out/tune.txt"
 }
 tune_some() {
