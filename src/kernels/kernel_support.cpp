@@ -74,6 +74,14 @@ std::vector<std::uint32_t> random_u32(std::size_t count, const std::string& prof
   return values;
 }
 
+CaseInputs random_u32_column_inputs(const CaseSpec& spec, std::uint64_t seed) {
+  std::mt19937_64 random(seed);
+  CaseInputs inputs;
+  inputs.problem = spec.problem;
+  inputs.buffers["x"] = to_bytes(random_u32(spec.problem.elements, spec.value_profile, random));
+  return inputs;
+}
+
 namespace {
 
 void record_mismatch(ComparisonReport& report, std::uint64_t index, double expected,

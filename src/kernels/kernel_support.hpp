@@ -48,6 +48,9 @@ std::vector<float> random_floats(std::size_t count, const std::string& profile,
 // "reversed", "top-bits" (only the high byte varies).
 std::vector<std::uint32_t> random_u32(std::size_t count, const std::string& profile,
                                       std::mt19937_64& random);
+// The inputs of a kernel whose one input is u32 column "x" of the case's n elements, drawn with
+// the case's profile from `seed`.
+CaseInputs random_u32_column_inputs(const CaseSpec& spec, std::uint64_t seed);
 
 // Element-by-element exact comparison of u32 outputs.
 ComparisonReport compare_exact(std::span<const std::uint32_t> expected,

@@ -100,11 +100,7 @@ class ScanExclusiveU32 final : public KernelDefinition {
   }
 
   CaseInputs make_inputs(const CaseSpec& spec, std::uint64_t seed) const override {
-    std::mt19937_64 random(seed);
-    CaseInputs inputs;
-    inputs.problem = spec.problem;
-    inputs.buffers["x"] = to_bytes(random_u32(spec.problem.elements, spec.value_profile, random));
-    return inputs;
+    return random_u32_column_inputs(spec, seed);
   }
 
   CaseVerdict check(const CaseInputs& inputs,

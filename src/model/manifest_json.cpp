@@ -142,6 +142,23 @@ Result<Manifest> require_intact(Manifest manifest, const Json& document,
   return manifest;
 }
 
+// The fields that say what a manifest is about, the same in both kinds: the kernel, its
+// revision, the backend and the generated source's hash.
+template <typename Manifest>
+void read_kernel_fields(const FieldReader& reader, Manifest& manifest) {
+  manifest.kernel_id = reader.string("kernel_id");
+  manifest.kernel_revision = reader.u32("kernel_revision");
+  const std::string backend = reader.string("backend");
+  if (!reader.failed()) {
+    if (Result<TargetBackend> parsed = parse_target_backend(backend)) {
+      manifest.backend = *parsed;
+    } else {
+      reader.fail("backend", "has an unknown value ('" + backend + "')");
+    }
+  }
+  manifest.source_hash = reader.hex_digest("source_hash");
+}
+
 }  // namespace
 
 Result<TuningManifest> parse_tuning_manifest(std::string_view bytes) {
@@ -150,13 +167,7 @@ Result<TuningManifest> parse_tuning_manifest(std::string_view bytes) {
   TuningManifest manifest;
   const std::string content_hash = reader.hex_digest(kContentHashField);
   manifest.cache_key = reader.hex_digest("cache_key");
-  manifest.kernel_id = reader.string("kernel_id");
-  manifest.kernel_revision = reader.u32("kernel_revision");
-  std::string backend = reader.string("backend");
-  if (!reader.failed() && !parse_target_backend(backend)) {
-    reader.fail("backend", "has an unknown value ('" + backend + "')");
-  }
-  manifest.source_hash = reader.hex_digest("source_hash");
+  read_kernel_fields(reader, manifest);
   manifest.adapter = json_codec::decode_adapter(reader.object("adapter"));
   manifest.context = json_codec::decode_tuning_context(reader.object("context"));
   manifest.result = json_codec::decode_tuning_result(reader.object("result"));
@@ -172,13 +183,7 @@ Result<CertificationManifest> parse_certification_manifest(std::string_view byte
   CertificationManifest manifest;
   const std::string content_hash = reader.hex_digest(kContentHashField);
   manifest.cache_key = reader.optional_hex_digest("cache_key");
-  manifest.kernel_id = reader.string("kernel_id");
-  manifest.kernel_revision = reader.u32("kernel_revision");
-  std::string backend = reader.string("backend");
-  if (!reader.failed() && !parse_target_backend(backend)) {
-    reader.fail("backend", "has an unknown value ('" + backend + "')");
-  }
-  manifest.source_hash = reader.hex_digest("source_hash");
+  read_kernel_fields(reader, manifest);
   manifest.schedule = json_codec::decode_schedule(reader, "schedule");
   manifest.adapter = json_codec::decode_adapter(reader.object("adapter"));
   manifest.topology_hash = reader.optional_hex_digest("topology_hash");
