@@ -81,6 +81,10 @@ struct SizeBucket {
   // topology_key(topology_hash, kernel_id); the other buckets' keys are derived from it
   // (ManifestCache::bucket_key).
   bool main = false;
+
+  // The label the bucket's cache entry is keyed by: empty for the main bucket, whose entry is at
+  // the seed's topology key (ManifestCache::bucket_key).
+  std::string_view key_label() const { return main ? std::string_view() : label; }
 };
 
 // What a bucket is chosen by: the element count, or m * n * k for GEMM (0 for an empty problem).

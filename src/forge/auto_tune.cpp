@@ -40,8 +40,7 @@ std::optional<UnusableTuning> unusable_here(const gpu::Device& device,
 // The bucket's entry key: the seed's topology key for the main bucket.
 std::string entry_key(const gpu::Device& device, const kernels::KernelDefinition& kernel,
                       const kernels::SizeBucket& bucket) {
-  return ManifestCache::bucket_key(device.adapter().topology_hash, kernel.id(),
-                                   bucket.main ? "" : bucket.label);
+  return ManifestCache::bucket_key(device.adapter().topology_hash, kernel.id(), bucket.key_label());
 }
 
 }  // namespace

@@ -113,7 +113,7 @@ Result<BenchRow> bench_kernel(gpu::Device& device, const ManifestCache& cache,
   row.bucket = bucket.label;
   WF_TRY_ASSIGN(std::optional<TuningManifest> tuned,
                 cache.load_tuning_for_topology(device.adapter().topology_hash, kernel.id(),
-                                               bucket.main ? "" : bucket.label));
+                                               bucket.key_label()));
   std::vector<std::pair<std::string, Schedule>> schedules = {
       {"default", kernel.default_schedule()}};
   if (given) {

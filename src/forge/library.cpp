@@ -24,8 +24,7 @@ ScheduleChoice choose_schedule(const kernels::KernelDefinition& kernel, const Ma
                                const std::string& topology,
                                const kernels::DeviceCapabilities& capabilities,
                                const kernels::SizeBucket& bucket) {
-  const std::string key =
-      ManifestCache::bucket_key(topology, kernel.id(), bucket.main ? "" : bucket.label);
+  const std::string key = ManifestCache::bucket_key(topology, kernel.id(), bucket.key_label());
   Result<std::optional<TuningManifest>> cached = cache.load_tuning(key);
   if (!cached) {
     return default_schedule_because(
