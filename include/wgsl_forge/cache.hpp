@@ -1,7 +1,8 @@
 #pragma once
 // ManifestCache: immutable, adapter-keyed storage of tuning and certification manifests.
 //
-// Layout: one file per entry, `<root>/<kind>-<key>.json`, kind "tuning" or "certification", key 64
+// Layout: one file per entry, `<root>/<kind>-<key>.json`, kind "tuning", "certification" or
+// "measurement", key 64
 // lowercase hexadecimal characters (keys given in upper case name the same entry). Contents are
 // canonical JSON (manifest_json.hpp). Files whose names start with '.' are temporary files of
 // writers and are never read as entries.
@@ -75,7 +76,9 @@
 
 namespace wgsl_forge {
 
-enum class ManifestKind { kTuning, kCertification };
+// Tuning and certification manifests, and measurement records (one candidate's outcome in a
+// search, from which an interrupted search resumes; model.hpp, MeasurementRecord).
+enum class ManifestKind { kTuning, kCertification, kMeasurement };
 const char* manifest_kind_name(ManifestKind kind);
 
 // Ok when `key` is exactly 64 hexadecimal characters; an kInvalidKey error naming it otherwise.
@@ -137,9 +140,18 @@ class ManifestCache {
   // A certification manifest without a cache key cannot be stored (kSerialization error).
   Result<std::filesystem::path> store_certification(const CertificationManifest& manifest) const;
   Result<std::filesystem::path> store_tuning(const TuningManifest& manifest) const;
+  // As store_certification, except that an entry under the key that is damaged (it reads as
+  // corrupt: another schema version, a torn or edited file, not a regular file) is replaced,
+  // atomically, as auto-tune-all replaces a damaged tuning entry. A valid entry with other bytes
+  // is still a collision, and stays.
+  Result<std::filesystem::path> store_certification_replacing_damaged(
+      const CertificationManifest& manifest) const;
+  // A measurement record, under its cache key; a damaged entry there is replaced likewise.
+  Result<std::filesystem::path> store_measurement(const MeasurementRecord& record) const;
 
   Result<std::optional<TuningManifest>> load_tuning(std::string_view key) const;
   Result<std::optional<CertificationManifest>> load_certification(std::string_view key) const;
+  Result<std::optional<MeasurementRecord>> load_measurement(std::string_view key) const;
 
   // Keys a tuning record by (topology, kernel) rather than by the winning schedule, so
   // auto-tune-all can ask "has this kernel been tuned on this hardware?" before searching.
@@ -221,6 +233,13 @@ class ManifestCache {
       ManifestKind kind, std::string_view key, const std::string& bytes) const;
   Result<std::filesystem::path> store_bytes(ManifestKind kind, std::string_view key,
                                             const std::string& bytes) const;
+  // store_bytes, but a damaged entry under the key is replaced (replace_bytes).
+  Result<std::filesystem::path> store_replacing_damaged(ManifestKind kind, std::string_view key,
+                                                        const std::string& bytes) const;
+  // Renames a complete new file over the entry (see replace_tuning_for_topology).
+  Result<std::filesystem::path> replace_bytes(ManifestKind kind, std::string_view key,
+                                              const std::string& bytes,
+                                              const std::optional<Snapshot>& expected) const;
   Result<std::optional<std::string>> read_entry(ManifestKind kind, std::string_view key) const;
   // The canonical bytes of a manifest stored under the topology key of (topology_hash,
   // kernel_id); kInvalidInput when it describes another kernel or topology.

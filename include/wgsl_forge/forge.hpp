@@ -20,6 +20,22 @@ namespace wgsl_forge::forge {
 
 inline constexpr std::uint64_t kQuickCaseElements = 10000;
 
+// Where the wall time of a tune or a certification went, in seconds, by what the host was doing.
+// Phases that overlap (a CPU oracle checking one case while another thread draws the next case's
+// inputs) each count their own time, so the phases can add up to more than the total.
+struct TimeBreakdown {
+  double inputs = 0;    // case inputs and the timing problem's inputs drawn (make_inputs)
+  double oracle = 0;    // CPU oracles and checks (KernelDefinition::check)
+  double compile = 0;   // WGSL generated, pipelines created
+  double gpu_runs = 0;  // certification runs: buffers, guards, uploads, dispatches, read-backs
+  double upload = 0;    // the timing problem's buffers bound and its inputs uploaded
+  double warmup = 0;    // the GPU kept busy until its clocks are up (gpu::TimingOptions)
+  double timing = 0;    // timing samples
+  double total = 0;     // from the start of the tune to its manifest
+
+  TimeBreakdown& operator+=(const TimeBreakdown& other);
+};
+
 struct CertifyOptions {
   // WGSL to certify instead of the generated source; it must follow the generated kernel's
   // interface (bindings, entry points, dispatch plan).
@@ -30,7 +46,27 @@ struct CertifyOptions {
   // around a workgroup and a tile, small primes); used to screen tuning candidates, whose winner
   // then passes the full set.
   bool quick = false;
+  // How many times the whole set of cases runs, each time with fresh seeds drawn from `seed`;
+  // the manifest holds every round's cases.
+  std::uint32_t rounds = 1;
+  // Runs of each case on its inputs. From the second on, every output must be the first run's
+  // byte for byte where the kernel is deterministic (KernelDefinition::deterministic), else the
+  // case fails: a kernel that is right only some of the time is caught.
+  std::uint32_t runs_per_case = 1;
+  // Where to add the time spent on inputs, oracles, compilation and GPU runs; may be null.
+  TimeBreakdown* breakdown = nullptr;
 };
+
+// How a tuned winner is certified before it is published: the full certification in three
+// rounds of fresh seeds, every case run twice.
+inline constexpr std::uint32_t kWinnerRounds = 3;
+inline constexpr std::uint32_t kWinnerRunsPerCase = 2;
+
+// Whether `certification` is what a tuned winner's certification is: certified, every case run
+// at least kWinnerRunsPerCase times and in at least kWinnerRounds rounds (seeds). A tune whose
+// winner has such evidence on this topology for the same code (the winner of another size
+// bucket) publishes with it rather than certifying again.
+bool certified_as_winner(const CertificationManifest& certification);
 
 // Runs every certification case of `kernel` with `schedule` (or the given source) and returns
 // the manifest; the verdict is in manifest.verdict. Errors are for what prevented running at
@@ -39,16 +75,26 @@ struct CertifyOptions {
 Result<CertificationManifest> certify(gpu::Device& device, const kernels::KernelDefinition& kernel,
                                       const Schedule& schedule, const CertifyOptions& options);
 
+// certify() for a kernel whose pipelines are compiled already (a tune certifies the pipelines
+// it then times). `options.source` is not used: `prepared` holds the WGSL that runs.
+Result<CertificationManifest> certify_prepared(gpu::Device& device,
+                                               const kernels::KernelDefinition& kernel,
+                                               PreparedKernel& prepared, const Schedule& schedule,
+                                               const CertifyOptions& options);
+
 // The first failing case of a rejected manifest, in words ("case 'n=257 uniform' (seed 42):
 // element 256 is 3.5, expected 4").
 std::string first_failure(const CertificationManifest& manifest);
 
 struct TuneProgress {
   std::string kernel_id;
-  std::size_t candidate = 0;  // 1-based
-  std::size_t candidates = 0;
+  std::size_t candidate = 0;   // candidates tried so far, this one included
+  std::size_t candidates = 0;  // candidates the search will try in all, as far as is known
   // "certifying" and "timing" (a candidate starts that step), "timed" and "failed" (its
-  // outcome), "finalists" (the re-timing rounds start).
+  // outcome), "finalists" (the re-timing rounds start), "certifying winner" (the winner's full
+  // certification starts), "published" (the tune is done), "warning" (see message); and before
+  // the search, "resumed" (a candidate timed by an earlier search, with its timing) and "failed
+  // before" (a candidate that failed in an earlier search, with its failure: not tried again).
   std::string stage;
   // The candidate's schedule, for "timed" and "failed".
   std::optional<Schedule> schedule;
@@ -56,6 +102,44 @@ struct TuneProgress {
   std::optional<TimingSummary> timing;
   // Why it failed, for "failed".
   std::optional<CandidateFailure> failure;
+  // Where the tune's time went, for "published".
+  std::optional<TimeBreakdown> breakdown;
+  // For "warning": something the tune could not do that costs only time (a measurement that
+  // could not be stored or read).
+  std::string message;
+};
+
+// The time left in a run of tunes (auto-tune-all), estimated from the progress reports seen so
+// far: each tune's stages (preparing its inputs, screening its candidates, the finals, the
+// winner's certification) are timed as they happen, and what is left of the current tune and of
+// the tunes to come is priced at the averages of the tunes done, so that the estimate covers the
+// whole run. None before the first tune is done: there is nothing to go by.
+class RunEstimate {
+ public:
+  // `tunes`: how many tunes the run will do (cached entries cost nothing and are not counted).
+  RunEstimate(std::size_t tunes, std::chrono::steady_clock::time_point start);
+  void observe(const TuneProgress& progress, std::chrono::steady_clock::time_point now);
+  std::optional<double> seconds_left(std::chrono::steady_clock::time_point now) const;
+
+ private:
+  enum class Phase { kPreparing, kCandidates, kFinals, kWinner };
+  void enter(Phase phase, std::chrono::steady_clock::time_point now);
+
+  // Seconds spent in each phase by the tunes done, and their candidates.
+  struct Spent {
+    double preparing = 0;
+    double candidates = 0;
+    double finals = 0;
+    double winner = 0;
+    std::size_t candidate_count = 0;
+  };
+  std::size_t tunes_;
+  std::size_t completed_ = 0;
+  Phase phase_ = Phase::kPreparing;
+  std::chrono::steady_clock::time_point stage_started_;
+  Spent done_;
+  std::size_t tried_ = 0;
+  std::size_t planned_ = 0;
 };
 
 struct TuneOptions {
@@ -78,6 +162,14 @@ struct TuneOptions {
   // How long to wait for a candidate whose wait timed out to leave the GPU before giving up on
   // the device (a hung kernel is ended only by the driver, which then loses the device).
   std::chrono::milliseconds drain_timeout{std::chrono::minutes(5)};
+  // Where each candidate's outcome is stored as soon as it is known (a MeasurementRecord), and
+  // where a search finds what earlier ones measured on this topology and kernel revision: a
+  // timing at the same problem resumes its candidate (not measured again), and a schedule that
+  // failed there, at any problem, is never tried again nor published. Null: neither.
+  const ManifestCache* journal = nullptr;
+  // Whether timings in the journal resume their candidates. A re-tune (AutoTuneOptions::retune)
+  // measures afresh; failures count either way.
+  bool resume = true;
   // The stored winner of a re-tune. It is a candidate beyond the budget and always a finalist,
   // re-timed in the same interleaved rounds as the others, and it wins its ties, even against
   // the default: the search's winner is then either this schedule or one whose median is
@@ -91,6 +183,8 @@ struct TuneOutcome {
   TuningManifest manifest;
   CertificationManifest certification;  // the winner's full certification
   kernels::Problem problem;
+  TimeBreakdown breakdown;
+  std::vector<std::string> warnings;  // TuneProgress's "warning" messages
 };
 
 // Searches the legal schedule space: exhaustive when it fits the budget, otherwise the default,
@@ -131,6 +225,9 @@ struct AutoTuneRow {
   // What a re-tune did with the entry that was there, in words; empty when there was none.
   std::string decision;
   std::size_t certified_cases = 0;
+  // Where the time of the search went, when one ran, and what it warned of.
+  std::optional<TimeBreakdown> breakdown;
+  std::vector<std::string> warnings;
 };
 const char* auto_tune_status_name(AutoTuneRow::Status status);
 

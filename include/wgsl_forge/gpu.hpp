@@ -254,17 +254,24 @@ struct DispatchStep {
 
 struct TimingOptions {
   std::uint32_t warmup_runs = 2;
-  // Then, on a GPU (not a CPU adapter), back-to-back work for at least this long before the
+  // Then, on a GPU (not a CPU adapter), back-to-back work for up to this long before the
   // samples: GPUs lower their clocks when idle and raise them only under sustained load. Measured
   // on the H200: the SM clock sits at 345 MHz when idle and reaches 1980 MHz 0.2-0.4 s into
-  // sustained work; after 2 warm-up runs a copy of 1 GiB buffers ran at 1.57 TB/s, after 1000
-  // (about 0.5 s) at 4.25 TB/s. 0 turns this off.
+  // sustained work, and falls over 1-2 s after it; after 2 warm-up runs a copy of 1 GiB buffers
+  // ran at 1.57 TB/s, after 1000 (about 0.5 s) at 4.25 TB/s. The warm-up lasts no longer than
+  // the GPU idled since the device's last timing ended, so timings back to back warm up once.
+  // 0 turns this off.
   std::chrono::nanoseconds warmup_duration{std::chrono::milliseconds(500)};
   std::uint32_t samples = 15;
   // A sample covers enough back-to-back executions of the sequence to last at least this long,
   // so that it is far above the timer's resolution and the per-submission overhead.
   std::chrono::nanoseconds min_sample_duration{std::chrono::microseconds(200)};
   std::uint32_t max_batch = 4096;
+  // With a value: after kGiveUpSamples samples whose median is above it (ns per execution), the
+  // timing stops there (TimedRun::gave_up): a tuning candidate clearly slower than the leader
+  // cannot win, and more samples would not change that.
+  std::optional<double> give_up_above_ns;
+  static constexpr std::uint32_t kGiveUpSamples = 3;
 };
 
 struct TimedRun {
@@ -272,6 +279,11 @@ struct TimedRun {
   std::vector<std::uint64_t> samples_ns;  // the samples the summary was made from
   std::uint32_t executions_per_sample = 1;
   std::uint64_t resolution_ns = 0;  // the finest step seen in the clock's readings
+  // Wall time on the host: keeping the GPU busy before the samples (warm-up runs, calibration
+  // and TimingOptions::warmup_duration), then taking the samples.
+  std::chrono::nanoseconds warmup_wall{0};
+  std::chrono::nanoseconds sampling_wall{0};
+  bool gave_up = false;  // TimingOptions::give_up_above_ns stopped the samples early
 };
 
 class Device {

@@ -230,6 +230,10 @@ class KernelDefinition {
   virtual CaseVerdict check(const CaseInputs& inputs,
                             const std::map<std::string, std::vector<std::byte>>& outputs) const = 0;
   virtual WorkAmount work(const Problem& problem) const = 0;
+  // Whether two runs of a schedule on the same inputs write the same bytes: true unless the
+  // result depends on the order in which workgroups finish (f32 sums merged in arrival order,
+  // say). Certification runs a winner's cases twice and requires the same bytes when it is.
+  virtual bool deterministic() const;
   // The problem tuned at by default, scaled for CPU adapters (lavapipe) vs GPUs.
   virtual Problem tuning_problem(bool cpu_adapter) const = 0;
   // The sizes tuned at, smallest first, one of them the main bucket (tuning_problem). Default:

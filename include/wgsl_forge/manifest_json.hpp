@@ -1,14 +1,22 @@
 #pragma once
 // The on-disk form of manifests: canonical JSON.
 //
-// Grammar (tuning schema_version 2, certification 1). Every manifest is one JSON object:
+// Grammar (tuning schema_version 3, certification 2, measurement 1). Every manifest is one JSON
+// object:
 //   tuning:        {"adapter", "backend", "cache_key", "content_hash", "context", "kernel_id",
-//                   "kernel_revision", "manifest_kind": "tuning", "result", "schema_version": 2,
+//                   "kernel_revision", "manifest_kind": "tuning", "result", "schema_version": 3,
 //                   "source_hash"}
+//                  result: {"candidates": [CandidateRecord...], "finalists", "winner"}, where a
+//                  CandidateRecord is {"failure": {"message", "stage"} or null, "finalist": bool,
+//                  "origin": "measured" | "resumed" | "failed_before", "schedule", "timing" or
+//                  null}; context has "tuned_at" ("2026-12-02T15:33:31Z")
 //   certification: {"adapter", "backend", "cache_key" (string or null), "cases", "content_hash",
 //                   "kernel_id", "kernel_revision", "manifest_kind": "certification", "schedule",
-//                   "schema_version": 1, "source_hash", "tolerance", "topology_hash" (or null),
-//                   "verdict": "certified" | "rejected"}
+//                   "schema_version": 2, "source_hash", "tolerance", "topology_hash" (or null),
+//                   "verdict": "certified" | "rejected"}; each case has "runs" (>= 1)
+//   measurement:   {"cache_key", "candidate" (a CandidateRecord), "content_hash", "kernel_id",
+//                   "kernel_revision", "manifest_kind": "measurement", "problem", "recorded_at",
+//                   "schema_version": 1, "source_hash", "topology_hash"}
 // The nested objects carry the fields of the C++ structs of the same name in model.hpp, under the
 // same names; enums are lower_snake_case strings; a Schedule is an object of knob -> integer.
 // "content_hash" is the BLAKE3 of the canonical bytes of the object without that field, so that
@@ -37,13 +45,24 @@
 //     (counted by a linear scan that skips strings) is refused.
 //
 // Version policy: schema_version is an integer that changes whenever a field is added, removed or
-// changes meaning. Readers accept exactly the versions they know (tuning 2, certification 1) and
-// name any other; an entry of an older version is re-tuned, never reinterpreted. History:
+// changes meaning. Readers accept exactly the versions they know (tuning 3, certification 2,
+// measurement 1) and name any other; an entry of an older version is re-tuned, never
+// reinterpreted. History:
 //   - tuning 2 added context.bucket (the size bucket, null for the kernel's main one) to the
 //     manifest and to its cache key. A tuning entry of version 1 reads as a corruption naming
 //     schema_version: `cache verify` lists it, the library runs the default schedule with that
 //     reason, and auto-tune-all tunes the kernel again and replaces the entry (a damaged entry
 //     is replaced without --retune).
+//   - tuning 3 keeps every candidate the search looked at (result.candidates: its schedule,
+//     origin, first timing or failure, and whether it was a finalist; evaluated_candidates,
+//     rejected_candidates and failures are now derived from it) and when the search ended
+//     (context.tuned_at). Certification 2 records how many times each case ran (runs): a
+//     winner's cases run twice and must agree bit for bit. Measurement 1 is new: one candidate's
+//     outcome, stored as soon as it is known, from which an interrupted search resumes. Entries
+//     of tuning 2 read as corrupt naming schema_version and are re-tuned as above;
+//     certification entries of version 1 read as corrupt too (they are evidence only: nothing
+//     runs because of one, and auto-tune-all stores new evidence beside the old key's file only
+//     when it re-tunes).
 
 #include <cstddef>
 #include <string>
@@ -59,10 +78,12 @@ inline constexpr std::size_t kMaxManifestNesting = 64;
 
 Result<std::string> serialize_manifest(const TuningManifest& manifest);
 Result<std::string> serialize_manifest(const CertificationManifest& manifest);
+Result<std::string> serialize_manifest(const MeasurementRecord& record);
 
 // Parse errors have kind kSerialization and name the field (e.g. "result.winner.timing.source").
 Result<TuningManifest> parse_tuning_manifest(std::string_view bytes);
 Result<CertificationManifest> parse_certification_manifest(std::string_view bytes);
+Result<MeasurementRecord> parse_measurement_record(std::string_view bytes);
 
 // Canonical JSON of small values, for hashing and for the CLI's --json output.
 Result<std::string> canonical_json(const AdapterIdentity& adapter);

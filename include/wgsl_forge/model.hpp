@@ -121,12 +121,50 @@ struct CandidateFailure {
   bool operator==(const CandidateFailure&) const = default;
 };
 
+// What became of one schedule that a search looked at.
+struct CandidateRecord {
+  // Where its numbers come from.
+  enum class Origin {
+    kMeasured,  // this search certified (quick cases) and timed it, or saw it fail
+    // An earlier search on this topology and kernel revision measured it at the same problem and
+    // stored the measurement (MeasurementRecord): an interrupted search resumes from it.
+    kResumed,
+    // It failed in an earlier search on this topology and kernel revision (a MeasurementRecord
+    // of its failure): it is not run again and never published.
+    kFailedBefore,
+  };
+  struct Failure {
+    FailureStage stage = FailureStage::kCompile;
+    std::string message;
+
+    bool operator==(const Failure&) const = default;
+  };
+
+  Schedule schedule;
+  Origin origin = Origin::kMeasured;
+  std::optional<TimingSummary> timing;  // its first timing, when it got that far
+  // Why it left the search, when it did: at screening, or as a finalist at its full
+  // certification (then it also has a timing).
+  std::optional<Failure> failure;
+  bool finalist = false;  // re-timed with the other finalists
+
+  bool operator==(const CandidateRecord&) const = default;
+};
+const char* candidate_origin_name(CandidateRecord::Origin origin);
+Result<CandidateRecord::Origin> parse_candidate_origin(std::string_view name);
+
 struct TuningResult {
-  std::uint64_t evaluated_candidates = 0;
-  std::uint64_t rejected_candidates = 0;
-  std::vector<CandidateFailure> failures;
+  // Every schedule the search looked at, in the order it looked at them, with what became of it.
+  std::vector<CandidateRecord> candidates;
   CandidateResult winner;
+  // The finalists as re-timed together (their timings are the re-timed ones); the winner is one.
   std::vector<CandidateResult> finalists;
+
+  // Candidates run on this topology (measured or resumed), and those of them that failed.
+  std::uint64_t evaluated_candidates() const;
+  std::uint64_t rejected_candidates() const;
+  // Every failure, here or in an earlier search, in the order of the candidates.
+  std::vector<CandidateFailure> failures() const;
 
   bool operator==(const TuningResult&) const = default;
 };
@@ -169,6 +207,8 @@ struct TuningContext {
   // main one, whose entry stays at the seed's topology key: the cache checks that an entry
   // belongs to the key of its bucket (ManifestCache::bucket_key).
   std::optional<std::string> bucket;
+  // When the search ended, in UTC: "2026-12-02T15:33:31Z" (RFC 3339, whole seconds).
+  std::string tuned_at;
 
   bool operator==(const TuningContext&) const = default;
 };
@@ -182,7 +222,7 @@ struct BrokenInvariant {
 
 // Evidence that `result.winner` is the fastest certified schedule of a kernel on an adapter.
 struct TuningManifest {
-  static constexpr std::uint32_t kSchemaVersion = 2;
+  static constexpr std::uint32_t kSchemaVersion = 3;
 
   std::string cache_key;  // 64 hex; see compute_cache_key()
   std::string kernel_id;
@@ -194,15 +234,18 @@ struct TuningManifest {
   TuningResult result;
 
   // Checks that the evidence is coherent (the generated kernel is the winner's and its source
-  // hash that of its source), sorts and deduplicates the toggles, computes the cache key and
-  // then requires broken_invariant() to find nothing.
+  // hash that of its source), sorts and deduplicates the toggles, sets context.tuned_at to now
+  // when it is empty, computes the cache key and then requires broken_invariant() to find
+  // nothing.
   static Result<TuningManifest> create(const GeneratedKernel& generated, AdapterIdentity adapter,
                                        TuningResult result, TuningContext context = {});
 
   // The invariants of every manifest create() makes, on the fields alone: a kernel id, a
-  // topology hash of 64 hex characters (when recorded), a certified winner (compared elements,
-  // no mismatch) that is among the finalists, no more rejected than evaluated candidates, sorted
-  // unique toggles, and the cache key of the identity. The parser refuses a stored manifest that
+  // topology hash of 64 hex characters (when recorded), candidates with distinct schedules, each
+  // with a timing or a failure (only a failure when it failed before), a certified winner
+  // (compared elements, no mismatch) that is among the finalists, finalists that are candidates
+  // marked so, timed and not failed, sorted unique toggles, a tuned_at time, and the cache key
+  // of the identity. The parser refuses a stored manifest that
   // breaks one, so what is read is what create() accepts. Whether the source hash is that of the
   // WGSL the generator writes for the winner needs the kernel: forge checks it where an entry is
   // used (forge::find_unusable_tuning).
@@ -231,6 +274,10 @@ struct CertificationCase {
   double allowed_relative_error = 0;
   ComparisonReport report;
   std::vector<std::string> failed_checks;  // kernel-specific checks (permutation, count, ...)
+  // How many times the case ran on its inputs. From the second run on, every output must be the
+  // first run's byte for byte where the kernel's result is deterministic (a difference is a
+  // failed check): a kernel that is right only some of the time is caught.
+  std::uint32_t runs = 1;
 
   bool passed() const { return report.matches() && failed_checks.empty(); }
   bool operator==(const CertificationCase& other) const;
@@ -241,7 +288,7 @@ Verdict verdict_of(const std::vector<CertificationCase>& cases);
 
 // Evidence that one generated kernel computes what its oracle computes on one adapter.
 struct CertificationManifest {
-  static constexpr std::uint32_t kSchemaVersion = 1;
+  static constexpr std::uint32_t kSchemaVersion = 2;
 
   // Absent when the adapter's topology hash is unknown: such a manifest cannot be cached.
   std::optional<std::string> cache_key;
@@ -265,13 +312,59 @@ struct CertificationManifest {
                                               std::vector<CertificationCase> cases);
 
   // The invariants of every manifest create() makes, on the fields alone: a kernel id, a
-  // topology hash of 64 hex characters (when recorded), the verdict of the cases and the cache
-  // key of the identity. The parser refuses a stored manifest that breaks one.
+  // topology hash of 64 hex characters (when recorded), cases that ran at least once, the verdict
+  // of the cases and the cache key of the identity. The parser refuses a stored manifest that
+  // breaks one.
   std::optional<BrokenInvariant> broken_invariant() const;
 
   std::optional<std::string> compute_cache_key() const;
 
   bool operator==(const CertificationManifest&) const = default;
 };
+
+// One candidate's outcome in one search, stored in the cache as soon as it is known, so that a
+// search interrupted on this topology resumes from what was measured (CandidateRecord::Origin::
+// kResumed), and a schedule that failed here once is never run again nor published
+// (kFailedBefore). Both are keyed by the code that ran (kernel, revision, schedule and the hash
+// of its WGSL); a timing also by the problem it was measured at, a failure not, because code that
+// once gave a wrong answer, hung or failed to run on this topology is not trusted at any size.
+struct MeasurementRecord {
+  static constexpr std::uint32_t kSchemaVersion = 1;
+
+  std::string cache_key;  // timing_key or failure_key of the fields below
+  std::string kernel_id;
+  std::uint32_t kernel_revision = 0;
+  std::string topology_hash;
+  std::string source_hash;    // of the schedule's WGSL
+  std::string problem;        // the problem timed, or the one searched when it failed ("n=1048576")
+  CandidateRecord candidate;  // measured here: a timing or a failure, not a finalist
+  std::string recorded_at;    // UTC, as TuningContext::tuned_at
+
+  // What identifies the code a measurement is of, and where it ran.
+  struct Code {
+    std::string topology_hash;
+    std::string kernel_id;
+    std::uint32_t kernel_revision = 0;
+    Schedule schedule;
+    std::string source_hash;
+  };
+  static std::string timing_key(const Code& code, std::string_view problem);
+  static std::string failure_key(const Code& code);
+
+  // Checks the fields (the invariants below) and computes the cache key.
+  static Result<MeasurementRecord> create(Code code, std::string problem, CandidateRecord candidate,
+                                          std::string recorded_at);
+  // A kernel id, topology and source hashes of 64 hex characters, a problem, a candidate of
+  // origin measured that is not a finalist and has a failure or else a timing, a recorded_at
+  // time, and the key of its kind.
+  std::optional<BrokenInvariant> broken_invariant() const;
+  bool is_failure() const { return candidate.failure.has_value(); }
+  std::string compute_cache_key() const;
+
+  bool operator==(const MeasurementRecord&) const = default;
+};
+
+// The current time as TuningContext::tuned_at writes it.
+std::string utc_timestamp_now();
 
 }  // namespace wgsl_forge

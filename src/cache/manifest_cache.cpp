@@ -186,12 +186,32 @@ Result<CertificationManifest> decode_entry<CertificationManifest>(std::string_vi
   return manifest;
 }
 
+template <>
+Result<MeasurementRecord> decode_entry<MeasurementRecord>(std::string_view key,
+                                                          const fs::path& path,
+                                                          const std::string& bytes) {
+  Result<MeasurementRecord> record = parse_measurement_record(bytes);
+  if (!record) return corruption(path, record.error());
+  if (record->cache_key != key) {
+    return corruption(
+        path, Error(ErrorKind::kCorruption, "It holds a measurement of " + record->kernel_id +
+                                                " with cache key " + record->cache_key + "."));
+  }
+  return record;
+}
+
 Status check_entry(ManifestKind kind, std::string_view key, const fs::path& path,
                    const std::string& bytes) {
-  if (kind == ManifestKind::kTuning) {
-    WF_TRY(decode_entry<TuningManifest>(key, path, bytes));
-  } else {
-    WF_TRY(decode_entry<CertificationManifest>(key, path, bytes));
+  switch (kind) {
+    case ManifestKind::kTuning:
+      WF_TRY(decode_entry<TuningManifest>(key, path, bytes));
+      break;
+    case ManifestKind::kCertification:
+      WF_TRY(decode_entry<CertificationManifest>(key, path, bytes));
+      break;
+    case ManifestKind::kMeasurement:
+      WF_TRY(decode_entry<MeasurementRecord>(key, path, bytes));
+      break;
   }
   return Ok{};
 }
@@ -200,7 +220,8 @@ Status check_entry(ManifestKind kind, std::string_view key, const fs::path& path
 std::optional<CacheEntry> parse_entry_name(const fs::path& path) {
   std::string name = path.filename().string();
   constexpr std::string_view kSuffix = ".json";
-  for (ManifestKind kind : {ManifestKind::kTuning, ManifestKind::kCertification}) {
+  for (ManifestKind kind :
+       {ManifestKind::kTuning, ManifestKind::kCertification, ManifestKind::kMeasurement}) {
     std::string prefix = std::string(manifest_kind_name(kind)) + "-";
     if (name.size() != prefix.size() + 64 + kSuffix.size()) continue;
     if (name.compare(0, prefix.size(), prefix) != 0) continue;
@@ -270,7 +291,15 @@ Status write_temporary(FileSystem& files, const fs::path& path, std::string_view
 }  // namespace
 
 const char* manifest_kind_name(ManifestKind kind) {
-  return kind == ManifestKind::kTuning ? "tuning" : "certification";
+  switch (kind) {
+    case ManifestKind::kTuning:
+      return "tuning";
+    case ManifestKind::kCertification:
+      return "certification";
+    case ManifestKind::kMeasurement:
+      return "measurement";
+  }
+  return "unknown";
 }
 
 const char* entry_health_name(EntryHealth health) {
@@ -346,6 +375,29 @@ Result<fs::path> ManifestCache::store_certification(const CertificationManifest&
   return store_bytes(ManifestKind::kCertification, *manifest.cache_key, bytes);
 }
 
+Result<fs::path> ManifestCache::store_certification_replacing_damaged(
+    const CertificationManifest& manifest) const {
+  if (!manifest.cache_key) return store_certification(manifest);
+  WF_TRY_ASSIGN(std::string bytes, serialize_manifest(manifest));
+  return store_replacing_damaged(ManifestKind::kCertification, *manifest.cache_key, bytes);
+}
+
+Result<fs::path> ManifestCache::store_measurement(const MeasurementRecord& record) const {
+  WF_TRY_ASSIGN(std::string bytes, serialize_manifest(record));
+  return store_replacing_damaged(ManifestKind::kMeasurement, record.cache_key, bytes);
+}
+
+Result<fs::path> ManifestCache::store_replacing_damaged(ManifestKind kind, std::string_view key,
+                                                        const std::string& bytes) const {
+  Result<fs::path> stored = store_bytes(kind, key, bytes);
+  if (stored || stored.error().kind() != ErrorKind::kCorruption) return stored;
+  // What is there does not read as an entry (another schema version, a torn or edited file, not
+  // a regular file): it is replaced, unless another writer replaces it first. A name that cannot
+  // be read at all is replaced without that comparison.
+  Result<Snapshot> damaged = snapshot(kind, key);
+  return replace_bytes(kind, key, bytes, damaged ? std::optional(*damaged) : std::nullopt);
+}
+
 Result<fs::path> ManifestCache::store_tuning(const TuningManifest& manifest) const {
   WF_TRY_ASSIGN(std::string bytes, serialize_manifest(manifest));
   return store_bytes(ManifestKind::kTuning, manifest.cache_key, bytes);
@@ -382,11 +434,19 @@ Result<fs::path> ManifestCache::replace_tuning_for_topology(
     std::string_view topology_hash, std::string_view kernel_id, const TuningManifest& manifest,
     const std::optional<Snapshot>& expected) const {
   WF_TRY_ASSIGN(std::string bytes, topology_entry_bytes(topology_hash, kernel_id, manifest));
-  const std::string key = entry_key(topology_hash, kernel_id, manifest);
-  if (expected && !expected->bytes) return store_bytes(ManifestKind::kTuning, key, bytes);
-  const fs::path final_path = path_for(ManifestKind::kTuning, key);
+  return replace_bytes(ManifestKind::kTuning, entry_key(topology_hash, kernel_id, manifest), bytes,
+                       expected);
+}
+
+Result<fs::path> ManifestCache::replace_bytes(ManifestKind kind, std::string_view key,
+                                              const std::string& bytes,
+                                              const std::optional<Snapshot>& expected) const {
+  WF_TRY(validate_cache_key(key));
+  if (expected && !expected->bytes) return store_bytes(kind, key, bytes);
+  const fs::path final_path = path_for(kind, key);
   auto fail = [&](Error cause) -> Result<fs::path> {
-    return std::move(cause).with_context("replacing tuning manifest " + final_path.string());
+    return std::move(cause).with_context("replacing " + std::string(manifest_kind_name(kind)) +
+                                         " manifest " + final_path.string());
   };
   Result<Directory> directory = open_root_for_writing();
   if (!directory) return fail(std::move(directory).error());
@@ -398,11 +458,12 @@ Result<fs::path> ManifestCache::replace_tuning_for_topology(
     if (*current != expected->bytes) {
       return fail(Error(ErrorKind::kCollision,
                         "Cache entry " + final_path.string() +
-                            " changed while this process was tuning (another writer replaced "
+                            " changed while this process was writing it (another writer replaced "
                             "it); that writer's entry is kept."));
     }
   }
-  const fs::path temporary_path = root_ / temporary_name("tuning-" + key);
+  const fs::path temporary_path =
+      root_ / temporary_name(std::string(manifest_kind_name(kind)) + "-" + lowercase(key));
   if (Status written = write_temporary(*files_, temporary_path, bytes); !written) {
     return fail(std::move(written).error());
   }
@@ -434,6 +495,16 @@ Result<std::optional<CertificationManifest>> ManifestCache::load_certification(
                 decode_entry<CertificationManifest>(
                     lowercase(key), path_for(ManifestKind::kCertification, key), *bytes));
   return std::optional<CertificationManifest>(std::move(manifest));
+}
+
+Result<std::optional<MeasurementRecord>> ManifestCache::load_measurement(
+    std::string_view key) const {
+  WF_TRY_ASSIGN(std::optional<std::string> bytes, read_entry(ManifestKind::kMeasurement, key));
+  if (!bytes.has_value()) return std::optional<MeasurementRecord>();
+  WF_TRY_ASSIGN(MeasurementRecord record,
+                decode_entry<MeasurementRecord>(lowercase(key),
+                                                path_for(ManifestKind::kMeasurement, key), *bytes));
+  return std::optional<MeasurementRecord>(std::move(record));
 }
 
 Result<std::optional<TuningManifest>> ManifestCache::load_tuning_for_topology(
@@ -598,7 +669,8 @@ Result<VerifyReport> ManifestCache::verify() const {
       check.message = "temporary file of a writer (or of one that crashed)";
     } else if (!check.entry) {
       check.health = EntryHealth::kForeign;
-      check.message = "not a cache entry: the name is not <tuning|certification>-<64 hex>.json";
+      check.message =
+          "not a cache entry: the name is not <tuning|certification|measurement>-<64 hex>.json";
     } else {
       Result<std::optional<std::string>> bytes = read_file(*files_, item.path());
       Status valid = Ok{};

@@ -113,7 +113,9 @@ std::string format_time(double ns) {
 // Progress on a terminal: one line rewritten in place; nothing when stderr is not a terminal.
 class ProgressLine {
  public:
-  ProgressLine() : enabled_(::isatty(STDERR_FILENO) != 0), start_(Clock::now()) {}
+  // `tunes`: how many (kernel, size bucket) entries will be tuned, for the estimate.
+  explicit ProgressLine(std::size_t tunes)
+      : enabled_(::isatty(STDERR_FILENO) != 0), estimate_(tunes, Clock::now()) {}
   ~ProgressLine() { clear(); }
 
   void kernel(std::size_t index, std::size_t count) {
@@ -121,20 +123,19 @@ class ProgressLine {
     kernel_count_ = count;
   }
   void update(const forge::TuneProgress& progress) {
-    if (!enabled_ || progress.schedule) return;  // outcomes are not steps
-    // ETA from the average time per candidate so far, over the candidates left in all kernels.
-    ++steps_;
-    const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
-    const std::size_t left_here =
-        progress.candidates > progress.candidate ? progress.candidates - progress.candidate : 0;
-    const std::size_t kernels_left =
-        kernel_count_ > kernel_index_ + 1 ? kernel_count_ - kernel_index_ - 1 : 0;
-    const double per_step = elapsed / static_cast<double>(steps_);
-    const double eta =
-        per_step * static_cast<double>(left_here * 2 + kernels_left * progress.candidates * 2);
-    std::fprintf(stderr, "\r\033[K[kernel %zu/%zu] %s: candidate %zu/%zu, %s  (ETA %.0f s)",
-                 kernel_index_ + 1, kernel_count_, progress.kernel_id.c_str(), progress.candidate,
-                 progress.candidates, progress.stage.c_str(), eta);
+    const Clock::time_point now = Clock::now();
+    estimate_.observe(progress, now);
+    if (!enabled_ || progress.stage == "warning") return;
+    const std::optional<double> left = estimate_.seconds_left(now);
+    char eta[48];
+    if (left) {
+      std::snprintf(eta, sizeof eta, "ETA %.0f s", *left);
+    } else {
+      std::snprintf(eta, sizeof eta, "ETA after the first tune");
+    }
+    std::fprintf(stderr, "\r\033[K[%zu/%zu] %s: candidate %zu/%zu, %s  (%s)", kernel_index_ + 1,
+                 kernel_count_, progress.kernel_id.c_str(), progress.candidate, progress.candidates,
+                 progress.stage.c_str(), eta);
     std::fflush(stderr);
     shown_ = true;
   }
@@ -147,10 +148,9 @@ class ProgressLine {
   using Clock = std::chrono::steady_clock;
   bool enabled_;
   bool shown_ = false;
-  Clock::time_point start_;
+  forge::RunEstimate estimate_;
   std::size_t kernel_index_ = 0;
   std::size_t kernel_count_ = 1;
-  std::size_t steps_ = 0;
 };
 
 struct CertifyArguments {
@@ -232,6 +232,8 @@ std::string trace_line(const forge::TuneProgress& step) {
   std::snprintf(head, sizeof head, "trace: %s candidate %zu/%zu ", step.kernel_id.c_str(),
                 step.candidate, step.candidates);
   std::string line = head + step.schedule->to_string() + ": ";
+  if (step.stage == "resumed") line += "resumed, measured by an earlier tune: ";
+  if (step.stage == "failed before") line += "not tried, it failed in an earlier tune: ";
   if (step.timing) {
     char timing[160];
     std::snprintf(timing, sizeof timing, "median %.1f us (p10 %.1f, p90 %.1f, %llu samples)",
@@ -242,6 +244,23 @@ std::string trace_line(const forge::TuneProgress& step) {
   }
   return line + "failed at " + failure_stage_name(step.failure->stage) + ": " +
          one_line(step.failure->message);
+}
+
+// Where a tune's time went, one line: "trace: affine_f32 took 8.1 s: inputs 0.3, oracle 1.2, ...".
+std::string breakdown_line(const std::string& kernel_id, const forge::TimeBreakdown& time) {
+  char text[320];
+  std::snprintf(text, sizeof text,
+                "trace: %s took %.2f s: inputs %.2f, oracle %.2f, compile %.2f, certification "
+                "runs %.2f, upload %.2f, warm-up %.2f, timing %.2f",
+                kernel_id.c_str(), time.total, time.inputs, time.oracle, time.compile,
+                time.gpu_runs, time.upload, time.warmup, time.timing);
+  return text;
+}
+
+nlohmann::json breakdown_json(const forge::TimeBreakdown& time) {
+  return {{"inputs", time.inputs},     {"oracle", time.oracle}, {"compile", time.compile},
+          {"gpu_runs", time.gpu_runs}, {"upload", time.upload}, {"warmup", time.warmup},
+          {"timing", time.timing},     {"total", time.total}};
 }
 
 // A schedule in JSON output: an object of its knobs, as in the manifests.
@@ -321,6 +340,7 @@ nlohmann::json row_json(const forge::AutoTuneRow& row) {
     if (auto speedup = row.manifest->speedup_over_baseline())
       json["speedup_over_default"] = *speedup;
   }
+  if (row.breakdown) json["time_breakdown_s"] = breakdown_json(*row.breakdown);
   if (!row.message.empty()) json["error"] = row.message;
   return json;
 }
@@ -373,7 +393,6 @@ int run_auto_tune(const GlobalOptions& options, const TuneArguments& arguments,
   if (!cache) return report_error(cache.error());
   Result<OpenDevice> device = open_device(options);
   if (!device) return report_error(device.error());
-  ProgressLine progress;
   forge::AutoTuneOptions tune_options;
   tune_options.retune = arguments.retune;
   tune_options.force = arguments.force;
@@ -381,17 +400,6 @@ int run_auto_tune(const GlobalOptions& options, const TuneArguments& arguments,
   tune_options.tune.seed = arguments.seed;
   // --timeout bounds every GPU wait, also the wait for a timed-out candidate to leave the GPU.
   if (options.timeout) tune_options.tune.drain_timeout = *options.timeout;
-  tune_options.tune.progress = [&progress,
-                                trace = arguments.trace](const forge::TuneProgress& step) {
-    if (trace && step.schedule) {
-      progress.clear();
-      std::fprintf(stderr, "%s\n", trace_line(step).c_str());
-    }
-    progress.update(step);
-  };
-  tune_options.on_kernel = [&progress](std::size_t index, std::size_t count, const std::string&) {
-    progress.kernel(index, count);
-  };
   const std::vector<const kernels::KernelDefinition*>& requested =
       only.empty() ? kernels::builtin_kernels() : only;
   Result<std::vector<std::string>> sizes = chosen_sizes(**device, arguments, requested);
@@ -404,18 +412,40 @@ int run_auto_tune(const GlobalOptions& options, const TuneArguments& arguments,
     tune_options.tune.problem = *problem;
   }
   // Proving the cache writable still comes before any GPU work is spent on tuning.
-  auto would_tune = [&](const kernels::KernelDefinition* kernel) {
-    const std::vector<kernels::SizeBucket> buckets =
-        forge::selected_buckets(**device, *kernel, tune_options.sizes);
-    return std::any_of(buckets.begin(), buckets.end(), [&](const kernels::SizeBucket& bucket) {
-      return forge::would_tune(**device, *cache, *kernel, bucket, tune_options);
-    });
-  };
-  if (std::any_of(requested.begin(), requested.end(), would_tune)) {
+  std::size_t tunes = 0;
+  for (const kernels::KernelDefinition* kernel : requested) {
+    for (const kernels::SizeBucket& bucket :
+         forge::selected_buckets(**device, *kernel, tune_options.sizes)) {
+      if (forge::would_tune(**device, *cache, *kernel, bucket, tune_options)) ++tunes;
+    }
+  }
+  if (tunes > 0) {
     if (Status writable = check_cache_writable(*cache); !writable) {
       return report_error(writable.error());
     }
   }
+  ProgressLine progress(tunes);
+  tune_options.tune.progress = [&progress,
+                                trace = arguments.trace](const forge::TuneProgress& step) {
+    if (trace && (step.stage == "timed" || step.stage == "failed" || step.stage == "resumed" ||
+                  step.stage == "failed before")) {
+      progress.clear();
+      std::fprintf(stderr, "%s\n", trace_line(step).c_str());
+    }
+    if (step.stage == "warning") {
+      progress.clear();
+      std::fprintf(stderr, "wgsl-forge: warning: %s: %s\n", step.kernel_id.c_str(),
+                   one_line(step.message).c_str());
+    }
+    if (trace && step.breakdown) {
+      progress.clear();
+      std::fprintf(stderr, "%s\n", breakdown_line(step.kernel_id, *step.breakdown).c_str());
+    }
+    progress.update(step);
+  };
+  tune_options.on_kernel = [&progress](std::size_t index, std::size_t count, const std::string&) {
+    progress.kernel(index, count);
+  };
   const std::vector<forge::AutoTuneRow> rows =
       forge::auto_tune_all(**device, *cache, requested, tune_options);
   progress.clear();

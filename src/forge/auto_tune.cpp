@@ -74,7 +74,7 @@ std::vector<kernels::SizeBucket> selected_buckets(const gpu::Device& device,
 
 Result<std::filesystem::path> store_certification_evidence(const ManifestCache& cache,
                                                            const CertificationManifest& manifest) {
-  Result<std::filesystem::path> stored = cache.store_certification(manifest);
+  Result<std::filesystem::path> stored = cache.store_certification_replacing_damaged(manifest);
   if (stored || stored.error().kind() != ErrorKind::kCollision || !manifest.cache_key)
     return stored;
   WF_TRY_ASSIGN(std::optional<CertificationManifest> earlier,
@@ -150,11 +150,12 @@ std::string retune_decision(const TuningManifest& stored, const TuningResult& re
            median_text(retimed->timing) + ") with " + result.winner.schedule.to_string() + " (" +
            median_text(result.winner.timing) + ")" + rule;
   }
-  auto failed =
-      std::find_if(result.failures.begin(), result.failures.end(),
-                   [&](const CandidateFailure& one) { return one.schedule == old_winner; });
+  const std::vector<CandidateFailure> failures = result.failures();
+  auto failed = std::find_if(failures.begin(), failures.end(), [&](const CandidateFailure& one) {
+    return one.schedule == old_winner;
+  });
   return "replaced the stored winner " + old_winner.to_string() +
-         (failed != result.failures.end()
+         (failed != failures.end()
               ? ", which failed here at " + std::string(failure_stage_name(failed->stage)) + " (" +
                     failed->message + ")"
               : ", which this search could not time") +
@@ -232,6 +233,8 @@ AutoTuneRow tune_and_store(gpu::Device& device, const ManifestCache& cache,
       cached && cached->has_value() && !unusable ? std::optional(**cached) : std::nullopt;
   TuneOptions tune_options = options.tune;
   tune_options.bucket = bucket;
+  tune_options.journal = &cache;
+  tune_options.resume = !options.retune;
   if (stored && !options.force) tune_options.incumbent = stored->result.winner.schedule;
   Result<TuneOutcome> outcome = tune(device, kernel, tune_options);
   if (!outcome) {
@@ -256,6 +259,8 @@ AutoTuneRow tune_and_store(gpu::Device& device, const ManifestCache& cache,
                                            " changed while this process was tuning."));
     }
     row.status = AutoTuneRow::Status::kKept;
+    row.breakdown = outcome->breakdown;
+    row.warnings = outcome->warnings;
     row.manifest = *stored;
     row.decision = retune_decision(*stored, result, false);
     row.certified_cases = outcome->certification.cases.size();
@@ -273,6 +278,8 @@ AutoTuneRow tune_and_store(gpu::Device& device, const ManifestCache& cache,
     return row;
   }
   row.status = AutoTuneRow::Status::kTuned;
+  row.breakdown = outcome->breakdown;
+  row.warnings = outcome->warnings;
   row.manifest = std::move(outcome->manifest);
   row.certified_cases = outcome->certification.cases.size();
   return row;

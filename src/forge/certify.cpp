@@ -1,10 +1,18 @@
 // Certification: a generated (or user-written) kernel against its CPU oracle on this adapter.
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <random>
 #include <sstream>
+#include <thread>
 
+#include "phase_timer.hpp"
 #include "util/try.hpp"
 #include "wgsl_forge/forge.hpp"
 
@@ -27,10 +35,196 @@ std::string format_value(double value) {
 
 }  // namespace
 
-Result<CertificationManifest> certify(gpu::Device& device, const kernels::KernelDefinition& kernel,
-                                      const Schedule& schedule, const CertifyOptions& options) {
+TimeBreakdown& TimeBreakdown::operator+=(const TimeBreakdown& other) {
+  inputs += other.inputs;
+  oracle += other.oracle;
+  compile += other.compile;
+  gpu_runs += other.gpu_runs;
+  upload += other.upload;
+  warmup += other.warmup;
+  timing += other.timing;
+  total += other.total;
+  return *this;
+}
+
+namespace {
+
+// One certification case: its spec, the seed that draws its inputs and guards, and its place.
+struct PlannedCase {
+  const kernels::CaseSpec* spec = nullptr;
+  std::uint64_t seed = 0;
+  std::uint32_t ordinal = 0;
+};
+
+std::uint64_t case_size(const kernels::CaseSpec& spec) {
+  return std::max<std::uint64_t>(spec.problem.elements,
+                                 std::uint64_t{spec.problem.m} * spec.problem.n);
+}
+
+// The cases of every round, each with its seed, in the order they run.
+std::vector<PlannedCase> plan_cases(const std::vector<kernels::CaseSpec>& specs,
+                                    const CertifyOptions& options) {
+  std::mt19937_64 seeds(options.seed != 0 ? options.seed : fresh_seed());
+  std::vector<PlannedCase> planned;
+  for (std::uint32_t round = 0; round < std::max(1u, options.rounds); ++round) {
+    for (const kernels::CaseSpec& spec : specs) {
+      if (options.quick && case_size(spec) > kQuickCaseElements) continue;
+      planned.push_back({&spec, seeds(), static_cast<std::uint32_t>(planned.size())});
+    }
+  }
+  return planned;
+}
+
+// The first byte at which a later run's outputs differ from the first run's, in words.
+std::optional<std::string> differing_run(const BufferContents& first, const BufferContents& again,
+                                         std::uint32_t run) {
+  for (const auto& [name, bytes] : first) {
+    const std::vector<std::byte>& other = again.at(name);
+    auto [at, other_at] = std::mismatch(bytes.begin(), bytes.end(), other.begin(), other.end());
+    if (at == bytes.end() && other_at == other.end()) continue;
+    const auto offset = static_cast<std::uint64_t>(at - bytes.begin());
+    return "run " + std::to_string(run) + " of the same inputs differs from run 1 in output " +
+           name + " at byte offset " + std::to_string(offset) + " (element " +
+           std::to_string(offset / kernels::kElementBytes) +
+           "): the kernel's result is not reproducible";
+  }
+  return std::nullopt;
+}
+
+// What a case's runs produced: the first run's outputs, every guard a run changed and the
+// differences between runs.
+struct CaseRuns {
+  BufferContents outputs;
+  std::vector<std::string> violations;
+};
+
+Result<CaseRuns> run_case(PreparedKernel& prepared, const kernels::KernelDefinition& kernel,
+                          const kernels::CaseInputs& inputs, const PlannedCase& planned,
+                          std::uint32_t runs) {
+  CaseRuns result;
+  for (std::uint32_t run = 1; run <= runs; ++run) {
+    WF_TRY_ASSIGN(GuardedOutputs outputs,
+                  prepared.run_guarded(inputs, CaseGuards{planned.seed, planned.ordinal}));
+    for (std::string& violation : outputs.violations) {
+      if (std::find(result.violations.begin(), result.violations.end(), violation) ==
+          result.violations.end())
+        result.violations.push_back(std::move(violation));
+    }
+    if (run == 1) {
+      result.outputs = std::move(outputs.outputs);
+    } else if (kernel.deterministic()) {
+      if (auto differs = differing_run(result.outputs, outputs.outputs, run)) {
+        result.violations.push_back(std::move(*differs));
+      }
+    }
+  }
+  return result;
+}
+
+CertificationCase case_record(const PlannedCase& planned, kernels::CaseVerdict verdict,
+                              std::vector<std::string> violations, std::uint32_t runs) {
+  const kernels::CaseSpec& spec = *planned.spec;
+  // A changed guard rejects the kernel like a wrong element: it would have been a neighbour's.
+  verdict.failed_checks.insert(verdict.failed_checks.begin(), violations.begin(), violations.end());
+  CertificationCase record;
+  record.name = spec.name;
+  record.element_count = spec.problem.elements != 0
+                             ? spec.problem.elements
+                             : std::uint64_t{spec.problem.m} * spec.problem.n;
+  record.value_profile = spec.value_profile;
+  record.seed = planned.seed;
+  record.allowed_absolute_error = verdict.allowed_absolute_error;
+  record.allowed_relative_error = verdict.allowed_relative_error;
+  record.report = verdict.report;
+  record.failed_checks = std::move(verdict.failed_checks);
+  record.runs = runs;
+  return record;
+}
+
+// Adds seconds to one phase of a breakdown shared by worker threads.
+class SharedBreakdown {
+ public:
+  explicit SharedBreakdown(TimeBreakdown* breakdown) : breakdown_(breakdown) {}
+  template <typename Work>
+  auto timed(double TimeBreakdown::*phase, Work&& work) {
+    const auto started = std::chrono::steady_clock::now();
+    auto result = work();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (breakdown_ != nullptr) {
+      std::lock_guard lock(mutex_);
+      breakdown_->*phase += seconds;
+    }
+    return result;
+  }
+
+ private:
+  TimeBreakdown* breakdown_;
+  std::mutex mutex_;
+};
+
+// Cases whose inputs are drawn, or whose outputs are checked, on worker threads at once: the GPU
+// runs one case while the CPU draws the next ones' inputs and checks earlier ones' outputs, on
+// every core. Bounded, so that a few of the largest cases are in memory at a time.
+std::size_t cases_in_flight() {
+  return std::clamp<std::size_t>(std::thread::hardware_concurrency(), 2, 8);
+}
+
+}  // namespace
+
+Result<CertificationManifest> certify_prepared(gpu::Device& device,
+                                               const kernels::KernelDefinition& kernel,
+                                               PreparedKernel& prepared, const Schedule& schedule,
+                                               const CertifyOptions& options) {
   const std::string context =
       "certifying " + std::string(kernel.id()) + " with schedule " + schedule.to_string();
+  std::vector<kernels::CaseSpec> specs = kernel.certification_cases();
+  for (kernels::CaseSpec& spec : kernel.schedule_cases(schedule, capabilities_of(device.adapter())))
+    specs.push_back(std::move(spec));
+  const std::vector<PlannedCase> planned = plan_cases(specs, options);
+  const std::uint32_t runs = std::max(1u, options.runs_per_case);
+  SharedBreakdown breakdown(options.breakdown);
+  const std::size_t window = cases_in_flight();
+
+  std::vector<std::future<kernels::CaseInputs>> drawn(planned.size());
+  auto draw = [&](std::size_t i) {
+    drawn[i] = std::async(std::launch::async, [&, i] {
+      return breakdown.timed(&TimeBreakdown::inputs,
+                             [&] { return kernel.make_inputs(*planned[i].spec, planned[i].seed); });
+    });
+  };
+  std::vector<std::future<CertificationCase>> checked;
+  std::size_t next_draw = 0;
+  for (std::size_t i = 0; i < planned.size(); ++i) {
+    while (next_draw < planned.size() && next_draw < i + window) draw(next_draw++);
+    auto inputs = std::make_shared<kernels::CaseInputs>(drawn[i].get());
+    Result<CaseRuns> outputs = breakdown.timed(&TimeBreakdown::gpu_runs, [&] {
+      return run_case(prepared, kernel, *inputs, planned[i], runs);
+    });
+    if (!outputs) {
+      // The futures left wait for their threads as they are destroyed.
+      return std::move(outputs).error().with_context(context + ", case '" + planned[i].spec->name +
+                                                     "'");
+    }
+    auto outcome = std::make_shared<CaseRuns>(std::move(outputs).value());
+    checked.push_back(std::async(std::launch::async, [&, i, inputs, outcome] {
+      kernels::CaseVerdict verdict = breakdown.timed(
+          &TimeBreakdown::oracle, [&] { return kernel.check(*inputs, outcome->outputs); });
+      return case_record(planned[i], std::move(verdict), std::move(outcome->violations), runs);
+    }));
+    // The oldest checks finish before more outputs pile up.
+    if (checked.size() > window) checked[checked.size() - 1 - window].wait();
+  }
+  std::vector<CertificationCase> cases;
+  for (std::future<CertificationCase>& one : checked) cases.push_back(one.get());
+  return CertificationManifest::create(prepared.generated(), device.adapter().identity,
+                                       device.adapter().topology_hash, kernel.tolerance(),
+                                       std::move(cases));
+}
+
+Result<CertificationManifest> certify(gpu::Device& device, const kernels::KernelDefinition& kernel,
+                                      const Schedule& schedule, const CertifyOptions& options) {
+  std::optional<PhaseTimer> compiling(phase_of(options.breakdown, &TimeBreakdown::compile));
   WF_TRY_ASSIGN(GeneratedKernel generated,
                 kernels::generate_builtin(kernel, schedule, TargetBackend::kWgsl,
                                           capabilities_of(device.adapter())));
@@ -39,43 +233,19 @@ Result<CertificationManifest> certify(gpu::Device& device, const kernels::Kernel
     generated.seal();
   }
   WF_TRY_ASSIGN(PreparedKernel prepared, PreparedKernel::prepare(device, kernel, generated));
+  compiling.reset();
+  return certify_prepared(device, kernel, prepared, schedule, options);
+}
 
-  std::mt19937_64 seeds(options.seed != 0 ? options.seed : fresh_seed());
-  std::vector<CertificationCase> cases;
-  std::vector<kernels::CaseSpec> specs = kernel.certification_cases();
-  for (kernels::CaseSpec& spec : kernel.schedule_cases(schedule, capabilities_of(device.adapter())))
-    specs.push_back(std::move(spec));
-  for (const kernels::CaseSpec& spec : specs) {
-    const std::uint64_t size = std::max<std::uint64_t>(
-        spec.problem.elements, std::uint64_t{spec.problem.m} * spec.problem.n);
-    if (options.quick && size > kQuickCaseElements) continue;
-    const std::uint64_t seed = seeds();
-    kernels::CaseInputs inputs = kernel.make_inputs(spec, seed);
-    const CaseGuards guards{seed, static_cast<std::uint32_t>(cases.size())};
-    Result<GuardedOutputs> outputs = prepared.run_guarded(inputs, guards);
-    if (!outputs) {
-      return std::move(outputs).error().with_context(context + ", case '" + spec.name + "'");
-    }
-    kernels::CaseVerdict verdict = kernel.check(inputs, outputs->outputs);
-    // A changed guard rejects the kernel like a wrong element: it would have been a neighbour's.
-    verdict.failed_checks.insert(verdict.failed_checks.begin(), outputs->violations.begin(),
-                                 outputs->violations.end());
-    CertificationCase record;
-    record.name = spec.name;
-    record.element_count = spec.problem.elements != 0
-                               ? spec.problem.elements
-                               : std::uint64_t{spec.problem.m} * spec.problem.n;
-    record.value_profile = spec.value_profile;
-    record.seed = seed;
-    record.allowed_absolute_error = verdict.allowed_absolute_error;
-    record.allowed_relative_error = verdict.allowed_relative_error;
-    record.report = verdict.report;
-    record.failed_checks = std::move(verdict.failed_checks);
-    cases.push_back(std::move(record));
+bool certified_as_winner(const CertificationManifest& certification) {
+  if (certification.verdict != Verdict::kCertified) return false;
+  std::map<std::string, std::uint32_t> rounds;
+  for (const CertificationCase& one : certification.cases) {
+    if (one.runs < kWinnerRunsPerCase) return false;
+    ++rounds[one.name];
   }
-  return CertificationManifest::create(generated, device.adapter().identity,
-                                       device.adapter().topology_hash, kernel.tolerance(),
-                                       std::move(cases));
+  return std::all_of(rounds.begin(), rounds.end(),
+                     [](const auto& named) { return named.second >= kWinnerRounds; });
 }
 
 std::string first_failure(const CertificationManifest& manifest) {

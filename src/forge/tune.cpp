@@ -1,20 +1,27 @@
-// Tuning: the fastest certified schedule of a kernel on this adapter.
-//
-// Why the median decides and the MAD judges ties: GPU timings have a long right tail (clock
-// ramps, other work on the machine) and rare fast outliers (a cached result, a clock step); the
-// mean follows the tail and the minimum rewards luck. The median of interleaved re-timings is
-// stable across runs; two finalists whose medians differ by less than the larger of their MADs,
-// or by less than 1 %, cannot be told apart, and the default schedule wins such a tie because it
-// is the one users can reason about.
+// Tuning: the fastest certified schedule of a kernel on this adapter. Three pieces, each in its
+// own file, joined here:
+//   - search_plan.cpp: what to try next, from the results so far (pure logic);
+//   - candidate_bench.cpp: measuring candidates (quick certification, timing, the finals);
+//   - publish.cpp: who wins and the manifest; the winner is certified here as the GPU runs it.
 //
 // A re-tune must never lose or worsen what is stored, whatever its budget or noise: the stored
 // winner (TuneOptions::incumbent) is re-timed as a finalist in the same rounds and wins its ties,
 // even against the default. So a new winner is certified and faster than the stored one by more
-// than the noise rule above, or the stored winner wins again and its entry stays.
+// than the noise rule (publish.hpp), or the stored winner wins again and its entry stays.
+//
+// Each candidate's outcome is stored as soon as it is known (TuneOptions::journal, a
+// MeasurementRecord): a search that is interrupted resumes from what was measured on the same
+// topology, kernel revision and problem, and a schedule that failed once on this topology is
+// never tried again nor published.
 
 #include <algorithm>
 #include <random>
+#include <variant>
 
+#include "candidate_bench.hpp"
+#include "phase_timer.hpp"
+#include "publish.hpp"
+#include "search_plan.hpp"
 #include "util/try.hpp"
 #include "wgsl_forge/forge.hpp"
 
@@ -25,281 +32,155 @@ namespace {
 constexpr std::size_t kFinalists = 3;
 constexpr std::uint32_t kInterleavedRounds = 3;
 
-FailureStage stage_of(const Error& error) {
-  switch (error.kind()) {
-    case ErrorKind::kCompilation:
-      return FailureStage::kCompile;
-    case ErrorKind::kValidation:
-    case ErrorKind::kInvalidInput:
-      return FailureStage::kValidation;
-    case ErrorKind::kTimeout:
-      return FailureStage::kTimeout;
-    default:
-      return FailureStage::kExecution;
-  }
-}
-
-// Gives the device another wait timeout for a scope (the watchdog of one candidate).
-class ScopedWaitTimeout {
- public:
-  ScopedWaitTimeout(gpu::Device& device, std::optional<std::chrono::milliseconds> timeout)
-      : device_(device), usual_(device.wait_timeout()) {
-    if (timeout) device_.set_wait_timeout(*timeout);
-  }
-  ScopedWaitTimeout(const ScopedWaitTimeout&) = delete;
-  ScopedWaitTimeout& operator=(const ScopedWaitTimeout&) = delete;
-  ~ScopedWaitTimeout() { device_.set_wait_timeout(usual_); }
-
- private:
-  gpu::Device& device_;
-  std::chrono::milliseconds usual_;
-};
-
-// A candidate that passed certification and was timed once.
-struct Timed {
-  CandidateResult result;
-  std::vector<std::uint64_t> samples;
-};
-
 class Tuner {
  public:
   Tuner(gpu::Device& device, const kernels::KernelDefinition& kernel, const TuneOptions& options)
-      : device_(device), kernel_(kernel), options_(options) {}
+      : device_(device),
+        kernel_(kernel),
+        options_(options),
+        bench_(device, kernel, options, breakdown_) {}
 
-  // prepare, search, retime_finalists, publish.
   Result<TuneOutcome> run();
 
  private:
-  // The space, the incumbent, the timing options, the problem and its inputs.
+  // The space, the plan (with what the journal holds), the problem and its inputs.
   Status prepare();
-  // What to try first for `budget` candidates.
-  std::vector<Schedule> initial_queue(std::size_t budget);
-  // What to try once the queue is empty.
-  std::vector<Schedule> refinements(const std::vector<Timed>& timed,
-                                    const std::vector<Schedule>& tried) const;
-  // Every candidate certified (quick cases) and timed; those that passed.
-  Result<std::vector<Timed>> search();
-  // Who wins a tie, in order: the stored winner, then the default.
-  std::vector<Schedule> preferred() const;
-  Result<std::vector<Timed>> retime_finalists(std::vector<Timed> timed);
-  // The fastest finalist that passes the full certification, as a manifest.
-  Result<TuneOutcome> publish(std::vector<Timed> finalists);
-  Result<TuningManifest> manifest_for(const Timed& winner, const std::vector<Timed>& finalists,
-                                      std::vector<Schedule> ties) const;
-  // Certifies and times one schedule; a failure is recorded and nullopt returned. An error is
-  // returned only when tuning cannot go on (the device is lost).
-  Result<std::optional<Timed>> evaluate(const Schedule& schedule);
-  Result<Timed> time_schedule(const Schedule& schedule, ComparisonReport oracle);
-  // Keeps the finalists' buffers between timing rounds (binding GiB-sized plans dominates
-  // otherwise); everything else is released as soon as it has been timed.
-  struct Resident {
-    Schedule schedule;
-    std::unique_ptr<PreparedKernel> prepared;
-    std::unique_ptr<BoundPlan> bound;
+  // What the journal holds for the space: failures, and timings at this problem when resuming.
+  std::vector<CandidateRecord> journal_entries(const std::vector<Schedule>& space);
+  bool journaling() const;
+  // The code of a schedule as the journal keys it (nullopt: it does not generate).
+  std::optional<MeasurementRecord::Code> code_of(const Schedule& schedule) const;
+  // Every candidate of the plan certified (quick cases) and timed, batch by batch.
+  Status search();
+  // The finalists, re-timed together, fastest first.
+  Result<std::vector<TimedCandidate>> run_finals();
+  // The fastest finalist that passes the winner's certification, as an outcome.
+  Result<TuneOutcome> publish(std::vector<TimedCandidate> finalists);
+  // The winner's certification of `schedule`: the journal's, when it holds one of the same code
+  // on this topology made as a winner's is (a schedule that won another size bucket), else a new
+  // one; a failure as a value, an error when tuning cannot go on.
+  struct WinnerCertification {
+    std::optional<CertificationManifest> manifest;  // when it passed
+    std::optional<CandidateRecord::Failure> failure;
   };
-  std::vector<Resident> resident_;
-  bool keep_resident_ = false;
-  // The default, then the kernel's starting points that are in this adapter's space.
-  std::vector<Schedule> first_candidates() const;
-  std::vector<Schedule> neighbours(const Schedule& schedule) const;
-  void report(const std::string& stage) const;
-  // Reports a candidate's timing, or its failure (the last one recorded).
-  void report_outcome(const Schedule& schedule, const std::optional<Timed>& timed) const;
-  Status device_alive() const;
-  // Records why `schedule` failed. After a timeout the kernel still occupies the GPU (WebGPU
-  // cannot preempt it), so this waits for it to finish before the next candidate is measured;
-  // an error when it does not finish within options_.drain_timeout.
-  Status record_failure(const Schedule& schedule, const Error& error);
+  Result<WinnerCertification> certify_winner(const Schedule& schedule);
+
+  void record_failure(const Schedule& schedule, CandidateRecord::Failure failure);
+  void record_timing(TimedCandidate timed);
+  // Stores a candidate's outcome in the journal; a failure to store it is a warning.
+  void journal(const CandidateRecord& candidate);
+  // The fastest first timing so far.
+  std::optional<double> leader_ns() const;
+  // The default schedule's timing: as re-timed among `finalists`, else its first timing here.
+  std::optional<CandidateResult> baseline(const std::vector<TimedCandidate>& finalists) const;
+
+  void report(std::string stage, const std::optional<Schedule>& schedule = std::nullopt,
+              const std::optional<TimingSummary>& timing = std::nullopt,
+              const std::optional<CandidateFailure>& failure = std::nullopt);
+  void warn(std::string message);
 
   gpu::Device& device_;
   const kernels::KernelDefinition& kernel_;
   const TuneOptions& options_;
-  kernels::DeviceCapabilities capabilities_;
-  gpu::TimingOptions timing_;
+  TimeBreakdown breakdown_;
+  CandidateBench bench_;
   kernels::Problem problem_;
-  BufferContents inputs_;
   std::mt19937_64 random_;
-  std::vector<Schedule> space_;
-  std::size_t planned_ = 0;
-  std::size_t evaluated_ = 0;
-  std::vector<CandidateFailure> failures_;
-  // TuneOptions::incumbent while it is in this adapter's schedule space.
-  std::optional<Schedule> incumbent_;
+  std::optional<SearchPlan> plan_;
+  std::vector<TimedCandidate> timed_;  // every candidate timed here, with its samples
+  std::vector<Schedule> numbered_;     // candidates in the order they were first reported
+  std::vector<std::string> warnings_;
 };
 
-void Tuner::report(const std::string& stage) const {
-  if (options_.progress)
-    options_.progress({std::string(kernel_.id()), evaluated_, planned_, stage, {}, {}, {}});
-}
-
-void Tuner::report_outcome(const Schedule& schedule, const std::optional<Timed>& timed) const {
+void Tuner::report(std::string stage, const std::optional<Schedule>& schedule,
+                   const std::optional<TimingSummary>& timing,
+                   const std::optional<CandidateFailure>& failure) {
   if (!options_.progress) return;
-  TuneProgress progress{std::string(kernel_.id()), evaluated_, planned_, "timed", schedule, {}, {}};
-  if (timed) {
-    progress.timing = timed->result.timing;
-  } else {
-    progress.stage = "failed";
-    progress.failure = failures_.back();
+  TuneProgress progress;
+  progress.kernel_id = std::string(kernel_.id());
+  progress.candidate = plan_ ? plan_->tried() : 0;
+  if (schedule) {
+    // A candidate keeps the number it got when it was first reported.
+    auto known = std::find(numbered_.begin(), numbered_.end(), *schedule);
+    if (known == numbered_.end()) known = numbered_.insert(numbered_.end(), *schedule);
+    progress.candidate = static_cast<std::size_t>(known - numbered_.begin()) + 1;
   }
+  progress.candidates = plan_ ? plan_->planned() : 0;
+  progress.stage = std::move(stage);
+  progress.schedule = schedule;
+  progress.timing = timing;
+  progress.failure = failure;
   options_.progress(progress);
 }
 
-Status Tuner::device_alive() const {
-  if (auto lost = device_.lost_reason()) {
-    return Error(ErrorKind::kDeviceLost, "The GPU device was lost while tuning " +
-                                             std::string(kernel_.id()) + " (" + *lost +
-                                             "); nothing measured on it is published.");
-  }
-  return Ok{};
+void Tuner::warn(std::string message) {
+  warnings_.push_back(message);
+  if (!options_.progress) return;
+  TuneProgress progress;
+  progress.kernel_id = std::string(kernel_.id());
+  progress.stage = "warning";
+  progress.message = std::move(message);
+  options_.progress(progress);
 }
 
-Status Tuner::record_failure(const Schedule& schedule, const Error& error) {
-  const FailureStage stage = stage_of(error);
-  failures_.push_back({schedule, stage, error.to_string()});
-  if (stage != FailureStage::kTimeout) return Ok{};
-  if (Status idle = device_.wait_for_idle(options_.drain_timeout); !idle) {
-    return Error(ErrorKind::kTimeout,
-                 "Schedule " + schedule.to_string() + " of " + std::string(kernel_.id()) +
-                     " still occupies the GPU " + std::to_string(options_.drain_timeout.count()) +
-                     " ms after its wait timed out; tuning stops and nothing is published.")
-        .with_context(idle.error().message());
-  }
-  return Ok{};
+std::optional<MeasurementRecord::Code> Tuner::code_of(const Schedule& schedule) const {
+  Result<GeneratedKernel> generated = kernels::generate_builtin(
+      kernel_, schedule, TargetBackend::kWgsl, capabilities_of(device_.adapter()));
+  if (!generated) return std::nullopt;
+  return MeasurementRecord::Code{device_.adapter().topology_hash, std::string(kernel_.id()),
+                                 kernel_.revision(), schedule, generated->source_hash};
 }
 
-Result<Timed> Tuner::time_schedule(const Schedule& schedule, ComparisonReport oracle) {
-  for (Resident& resident : resident_) {
-    if (resident.schedule != schedule) continue;
-    WF_TRY_ASSIGN(gpu::TimedRun timed, device_.time(resident.bound->steps(), timing_));
-    return Timed{CandidateResult{schedule, oracle, timed.summary}, timed.samples_ns};
-  }
-  WF_TRY_ASSIGN(GeneratedKernel generated,
-                kernels::generate_builtin(kernel_, schedule, TargetBackend::kWgsl, capabilities_));
-  WF_TRY_ASSIGN(PreparedKernel prepared, PreparedKernel::prepare(device_, kernel_, generated));
-  WF_TRY_ASSIGN(std::unique_ptr<BoundPlan> bound, prepared.bind(problem_));
-  WF_TRY(prepared.load_inputs(*bound, inputs_));
-  WF_TRY_ASSIGN(gpu::TimedRun timed, device_.time(bound->steps(), timing_));
-  if (keep_resident_) {
-    resident_.push_back(
-        {schedule, std::make_unique<PreparedKernel>(std::move(prepared)), std::move(bound)});
-  }
-  return Timed{CandidateResult{schedule, oracle, timed.summary}, timed.samples_ns};
-}
-
-Result<std::optional<Timed>> Tuner::evaluate(const Schedule& schedule) {
-  ++evaluated_;
-  ScopedWaitTimeout watchdog(device_, options_.candidate_timeout);
-  report("certifying");
-  CertifyOptions certify_options;
-  certify_options.quick = true;
-  certify_options.seed = random_();
-  Result<CertificationManifest> certification =
-      certify(device_, kernel_, schedule, certify_options);
-  WF_TRY(device_alive());
-  if (!certification) {
-    WF_TRY(record_failure(schedule, certification.error()));
-    return std::optional<Timed>();
-  }
-  if (certification->verdict != Verdict::kCertified) {
-    failures_.push_back({schedule, FailureStage::kMismatch, first_failure(*certification)});
-    return std::optional<Timed>();
-  }
-  ComparisonReport oracle;
-  for (const CertificationCase& one : certification->cases) {
-    oracle.compared += one.report.compared;
-    oracle.max_absolute_error = std::max(oracle.max_absolute_error, one.report.max_absolute_error);
-    oracle.max_relative_error = std::max(oracle.max_relative_error, one.report.max_relative_error);
-  }
-  report("timing");
-  Result<Timed> timed = time_schedule(schedule, oracle);
-  WF_TRY(device_alive());
-  if (!timed) {
-    WF_TRY(record_failure(schedule, timed.error()));
-    return std::optional<Timed>();
-  }
-  return std::optional<Timed>(std::move(timed).value());
-}
-
-std::vector<Schedule> Tuner::first_candidates() const {
-  std::vector<Schedule> first = {space_.front()};  // the default
-  for (const std::string& overrides : kernel_.starting_points()) {
-    // A starting point the catalog test parses; one that does not fit this adapter is skipped.
-    Result<Schedule> schedule = kernels::parse_schedule_overrides(kernel_, overrides);
-    if (!schedule) continue;
-    if (std::find(space_.begin(), space_.end(), *schedule) != space_.end() &&
-        std::find(first.begin(), first.end(), *schedule) == first.end()) {
-      first.push_back(*std::move(schedule));
+std::vector<CandidateRecord> Tuner::journal_entries(const std::vector<Schedule>& space) {
+  std::vector<CandidateRecord> found;
+  if (!journaling()) return found;
+  const std::string problem = problem_.to_string();
+  for (const Schedule& schedule : space) {
+    const std::optional<MeasurementRecord::Code> code = code_of(schedule);
+    if (!code) continue;
+    std::vector<std::string> keys = {MeasurementRecord::failure_key(*code)};
+    if (options_.resume) keys.push_back(MeasurementRecord::timing_key(*code, problem));
+    for (const std::string& key : keys) {
+      Result<std::optional<MeasurementRecord>> record = options_.journal->load_measurement(key);
+      if (!record) {
+        warn("a measurement of " + schedule.to_string() +
+             " is not used: " + record.error().message());
+      } else if (record->has_value()) {
+        found.push_back((*record)->candidate);
+      }
     }
   }
-  return first;
-}
-
-std::vector<Schedule> Tuner::neighbours(const Schedule& schedule) const {
-  std::vector<Schedule> result;
-  for (const kernels::KnobSpec& knob : kernel_.knobs()) {
-    auto at = std::find(knob.values.begin(), knob.values.end(), *schedule.get(knob.name));
-    for (int step : {-1, 1}) {
-      auto index = (at - knob.values.begin()) + step;
-      if (index < 0 || index >= static_cast<std::ptrdiff_t>(knob.values.size())) continue;
-      Schedule neighbour = schedule;
-      neighbour.set(knob.name, knob.values[static_cast<std::size_t>(index)]);
-      if (std::find(space_.begin(), space_.end(), neighbour) != space_.end())
-        result.push_back(neighbour);
-    }
-  }
-  return result;
-}
-
-bool within_noise(const TimingSummary& a, const TimingSummary& b) {
-  const double noise = std::max({a.mad_ns, b.mad_ns, 0.01 * std::min(a.median_ns, b.median_ns)});
-  return std::abs(a.median_ns - b.median_ns) <= noise;
-}
-
-// The finalist that wins: the fastest, unless a preferred schedule (the stored winner, then the
-// default) is within noise of it. `ties` gets the other finalists within noise of the fastest.
-const Timed* choose_winner(const std::vector<Timed>& finalists,
-                           const std::vector<Schedule>& preferred, std::vector<Schedule>& ties) {
-  const Timed* fastest = &finalists.front();
-  const Timed* chosen = fastest;
-  for (const Schedule& schedule : preferred) {
-    auto found = std::find_if(finalists.begin(), finalists.end(), [&](const Timed& finalist) {
-      return finalist.result.schedule == schedule;
-    });
-    if (found != finalists.end() && within_noise(found->result.timing, fastest->result.timing)) {
-      chosen = &*found;
-      break;
-    }
-  }
-  ties.clear();
-  for (const Timed& other : finalists) {
-    if (&other != chosen && within_noise(other.result.timing, fastest->result.timing))
-      ties.push_back(other.result.schedule);
-  }
-  return chosen;
+  return found;
 }
 
 Status Tuner::prepare() {
-  capabilities_ = capabilities_of(device_.adapter());
-  space_ = kernel_.schedule_space(capabilities_);
-  if (space_.empty()) {
+  const kernels::DeviceCapabilities capabilities = capabilities_of(device_.adapter());
+  SearchPlan::Space space{kernel_.schedule_space(capabilities), kernel_.knobs(), {}};
+  if (space.schedules.empty()) {
     return Error(ErrorKind::kInvalidInput,
                  "No schedule of " + std::string(kernel_.id()) + " fits this adapter's limits.");
   }
-  if (options_.incumbent) {
-    if (std::find(space_.begin(), space_.end(), *options_.incumbent) != space_.end()) {
-      incumbent_ = options_.incumbent;
-    } else {
-      failures_.push_back({*options_.incumbent, FailureStage::kValidation,
-                           "The stored winner " + options_.incumbent->to_string() +
-                               " is not in this adapter's schedule space."});
+  for (const std::string& overrides : kernel_.starting_points()) {
+    // A starting point the catalog test parses; one that does not fit this adapter is skipped.
+    if (Result<Schedule> schedule = kernels::parse_schedule_overrides(kernel_, overrides)) {
+      space.starting_points.push_back(*std::move(schedule));
     }
   }
   random_.seed(options_.seed != 0 ? options_.seed : std::random_device{}());
-  timing_ = options_.timing;
-  if (device_.adapter().identity.device_type == "Cpu") {
-    // A CPU adapter's timings are steady and slow; fewer samples tell the same.
-    timing_.warmup_runs = std::min<std::uint32_t>(timing_.warmup_runs, 1);
-    timing_.samples = std::min<std::uint32_t>(timing_.samples, 7);
+  std::optional<Schedule> incumbent;
+  std::optional<CandidateRecord> incumbent_outside;
+  if (options_.incumbent) {
+    if (std::find(space.schedules.begin(), space.schedules.end(), *options_.incumbent) !=
+        space.schedules.end()) {
+      incumbent = options_.incumbent;
+    } else {
+      incumbent_outside = CandidateRecord{
+          *options_.incumbent, CandidateRecord::Origin::kMeasured, std::nullopt,
+          CandidateRecord::Failure{FailureStage::kValidation,
+                                   "The stored winner " + options_.incumbent->to_string() +
+                                       " is not in this adapter's schedule space."},
+          false};
+    }
   }
   if (options_.problem) {
     problem_ = *options_.problem;
@@ -309,192 +190,250 @@ Status Tuner::prepare() {
     problem_ = kernel_.tuning_problem(device_.adapter().identity.device_type == "Cpu");
   }
   WF_TRY(check_problem_fits(device_, kernel_, problem_));
-  const std::vector<kernels::CaseSpec> specs = kernel_.certification_cases();
-  inputs_ =
-      kernel_
-          .make_inputs({"tuning " + problem_.to_string(), problem_, specs.front().value_profile},
-                       random_())
-          .buffers;
+  const std::vector<CandidateRecord> earlier = journal_entries(space.schedules);
+  plan_.emplace(std::move(space), options_.budget, incumbent, random_());
+  if (incumbent_outside) plan_->add_untried_failure(*incumbent_outside);
+  for (const CandidateRecord& record : earlier) plan_->resume(record);
+  for (const CandidateRecord& record : plan_->candidates()) {
+    if (record.origin == CandidateRecord::Origin::kMeasured) continue;
+    std::optional<CandidateFailure> failure;
+    if (record.failure) {
+      failure = CandidateFailure{record.schedule, record.failure->stage, record.failure->message};
+    }
+    report(record.origin == CandidateRecord::Origin::kResumed ? "resumed" : "failed before",
+           record.schedule, record.timing, failure);
+  }
+  gpu::TimingOptions timing = options_.timing;
+  if (device_.adapter().identity.device_type == "Cpu") {
+    // A CPU adapter's timings are steady and slow; fewer samples tell the same.
+    timing.warmup_runs = std::min<std::uint32_t>(timing.warmup_runs, 1);
+    timing.samples = std::min<std::uint32_t>(timing.samples, 7);
+  }
+  return bench_.prepare(problem_, timing, random_());
+}
+
+std::optional<double> Tuner::leader_ns() const {
+  std::optional<double> fastest;
+  for (const CandidateRecord& one : plan_->candidates()) {
+    if (one.timing && !one.failure && (!fastest || one.timing->median_ns < *fastest))
+      fastest = one.timing->median_ns;
+  }
+  return fastest;
+}
+
+std::optional<CandidateResult> Tuner::baseline(const std::vector<TimedCandidate>& finalists) const {
+  const Schedule default_schedule = kernel_.default_schedule();
+  for (const std::vector<TimedCandidate>* list : {&finalists, &timed_}) {
+    for (const TimedCandidate& one : *list) {
+      if (one.result.schedule == default_schedule) return one.result;
+    }
+  }
+  return std::nullopt;
+}
+
+bool Tuner::journaling() const {
+  return options_.journal != nullptr && !device_.adapter().topology_hash.empty();
+}
+
+void Tuner::journal(const CandidateRecord& candidate) {
+  if (!journaling()) return;
+  std::optional<MeasurementRecord::Code> code = code_of(candidate.schedule);
+  if (!code) return;
+  CandidateRecord measured = candidate;
+  measured.finalist = false;
+  // A finalist's full-certification failure is stored as a failure alone.
+  if (measured.failure) measured.timing.reset();
+  Result<MeasurementRecord> record = MeasurementRecord::create(
+      std::move(*code), problem_.to_string(), std::move(measured), utc_timestamp_now());
+  Result<std::filesystem::path> stored = record ? options_.journal->store_measurement(*record)
+                                                : Result<std::filesystem::path>(record.error());
+  // A collision is an earlier outcome of the same code, which stays (the first failure is the
+  // one that counts).
+  if (!stored && stored.error().kind() != ErrorKind::kCollision) {
+    warn("the measurement of " + candidate.schedule.to_string() +
+         " is not stored, so a resumed tune would measure it again: " + stored.error().message());
+  }
+}
+
+void Tuner::record_failure(const Schedule& schedule, CandidateRecord::Failure failure) {
+  plan_->record_failure(schedule, failure);
+  journal(*plan_->find(schedule));
+  report("failed", schedule, std::nullopt,
+         CandidateFailure{schedule, failure.stage, std::move(failure.message)});
+}
+
+void Tuner::record_timing(TimedCandidate timed) {
+  const Schedule schedule = timed.result.schedule;
+  plan_->record_timing(schedule, timed.result.timing);
+  journal(*plan_->find(schedule));
+  report("timed", schedule, timed.result.timing);
+  timed_.push_back(std::move(timed));
+  // Only the finalists so far keep their buffers bound.
+  bench_.release_except(plan_->finalists(kFinalists));
+}
+
+Status Tuner::search() {
+  while (true) {
+    const std::vector<Schedule> batch = plan_->next_batch();
+    if (batch.empty()) break;
+    // Certified first, then timed back to back, so that the GPU stays warm between timings.
+    std::vector<Schedule> certified;
+    for (const Schedule& schedule : batch) {
+      report("certifying", schedule);
+      WF_TRY_ASSIGN(std::optional<CandidateRecord::Failure> failure,
+                    bench_.certify(schedule, random_()));
+      if (failure) {
+        record_failure(schedule, std::move(*failure));
+      } else {
+        certified.push_back(schedule);
+      }
+    }
+    // The default last: it is usually the slowest, and timed after a faster one it stops after a
+    // few samples (kClearlySlowerFactor); its timing is only the baseline.
+    std::stable_partition(certified.begin(), certified.end(), [&](const Schedule& schedule) {
+      return schedule != kernel_.default_schedule();
+    });
+    for (const Schedule& schedule : certified) {
+      report("timing", schedule);
+      WF_TRY_ASSIGN(auto outcome, bench_.time(schedule, leader_ns()));
+      if (auto* failure = std::get_if<CandidateRecord::Failure>(&outcome)) {
+        record_failure(schedule, std::move(*failure));
+      } else {
+        record_timing(std::get<TimedCandidate>(std::move(outcome)));
+      }
+    }
+  }
+  if (!leader_ns()) {
+    TuningResult seen;
+    seen.candidates = plan_->candidates();
+    const std::vector<CandidateFailure> failures = seen.failures();
+    const std::string reason = failures.empty() ? "no candidate" : failures.front().message;
+    return Error(ErrorKind::kRuntime, "No schedule of " + std::string(kernel_.id()) +
+                                          " was certified on this adapter (" +
+                                          std::to_string(failures.size()) +
+                                          " failed; first: " + reason + ").");
+  }
   return Ok{};
 }
 
-std::vector<Schedule> Tuner::initial_queue(std::size_t budget) {
-  // Everything when the space fits the budget; otherwise the default, the kernel's starting
-  // points that fit this adapter and a random sample up to two thirds of the budget (the rest of
-  // the budget goes to the neighbours of the best so far).
-  std::vector<Schedule> queue;
-  if (space_.size() <= budget) {
-    queue = space_;
-  } else {
-    queue = first_candidates();
-    std::vector<Schedule> rest;
-    for (const Schedule& schedule : space_) {
-      if (std::find(queue.begin(), queue.end(), schedule) == queue.end()) rest.push_back(schedule);
-    }
-    std::shuffle(rest.begin(), rest.end(), random_);
-    const std::size_t sampled = std::max<std::size_t>(1, budget * 2 / 3);
-    const std::size_t drawn = std::min(sampled - std::min(sampled, queue.size()), rest.size());
-    queue.insert(queue.end(), rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(drawn));
-  }
-  // The stored winner is timed first, beyond the budget, so that a small budget cannot leave it
-  // out.
-  if (incumbent_) queue.insert(queue.begin(), *incumbent_);
-  return queue;
-}
-
-std::vector<Schedule> Tuner::refinements(const std::vector<Timed>& timed,
-                                         const std::vector<Schedule>& tried) const {
-  // The untried neighbours of the fastest so far, else any untried schedule.
-  std::vector<Schedule> queue;
-  auto best = std::min_element(timed.begin(), timed.end(), [](const Timed& a, const Timed& b) {
-    return a.result.timing.median_ns < b.result.timing.median_ns;
-  });
-  if (best != timed.end()) {
-    for (const Schedule& neighbour : neighbours(best->result.schedule)) {
-      if (std::find(tried.begin(), tried.end(), neighbour) == tried.end())
-        queue.push_back(neighbour);
-    }
-  }
-  for (const Schedule& schedule : space_) {
-    if (!queue.empty()) break;
-    if (std::find(tried.begin(), tried.end(), schedule) == tried.end()) queue.push_back(schedule);
-  }
-  return queue;
-}
-
-Result<std::vector<Timed>> Tuner::search() {
-  const std::size_t budget = std::max<std::uint32_t>(1, options_.budget);
-  const std::size_t limit =
-      budget + (incumbent_ && *incumbent_ != kernel_.default_schedule() ? 1 : 0);
-  std::vector<Schedule> queue = initial_queue(budget);
-  planned_ = std::min(limit, space_.size());
-  std::vector<Schedule> tried;
-  std::vector<Timed> timed;
-  while (tried.size() < limit) {
-    if (queue.empty()) queue = refinements(timed, tried);
-    if (queue.empty()) break;
-    Schedule next = queue.front();
-    queue.erase(queue.begin());
-    if (std::find(tried.begin(), tried.end(), next) != tried.end()) continue;
-    tried.push_back(next);
-    WF_TRY_ASSIGN(std::optional<Timed> outcome, evaluate(next));
-    report_outcome(next, outcome);
-    if (outcome.has_value()) timed.push_back(std::move(*outcome));
-  }
-  if (timed.empty()) {
-    std::string reason = failures_.empty() ? "no candidate" : failures_.front().message;
-    return Error(ErrorKind::kRuntime, "No schedule of " + std::string(kernel_.id()) +
-                                          " was certified on this adapter (" +
-                                          std::to_string(failures_.size()) +
-                                          " failed; first: " + reason + ").");
-  }
-  return timed;
-}
-
-std::vector<Schedule> Tuner::preferred() const {
-  std::vector<Schedule> order;
-  if (incumbent_) order.push_back(*incumbent_);
-  order.push_back(kernel_.default_schedule());
-  return order;
-}
-
-Result<std::vector<Timed>> Tuner::retime_finalists(std::vector<Timed> timed) {
-  // The fastest few, the stored winner and the default, re-timed in interleaved rounds.
-  std::sort(timed.begin(), timed.end(), [](const Timed& a, const Timed& b) {
-    return a.result.timing.median_ns < b.result.timing.median_ns;
-  });
-  std::vector<Timed> finalists(timed.begin(), timed.begin() + static_cast<std::ptrdiff_t>(std::min(
-                                                                  kFinalists, timed.size())));
-  for (const Schedule& schedule : preferred()) {
-    auto is_it = [&](const Timed& candidate) { return candidate.result.schedule == schedule; };
-    if (std::any_of(finalists.begin(), finalists.end(), is_it)) continue;
-    auto found = std::find_if(timed.begin(), timed.end(), is_it);
-    if (found != timed.end()) finalists.push_back(*found);
-  }
+Result<std::vector<TimedCandidate>> Tuner::run_finals() {
   report("finalists");
-  keep_resident_ = true;
-  for (std::uint32_t round = 0; round < kInterleavedRounds; ++round) {
-    for (std::size_t i = 0; i < finalists.size(); ++i) {
-      Timed& finalist = finalists[(i + round) % finalists.size()];
-      Result<Timed> again = time_schedule(finalist.result.schedule, finalist.result.oracle);
-      WF_TRY(device_alive());
-      WF_TRY_CONTEXT(again, "re-timing finalists of " + std::string(kernel_.id()));
-      finalist.samples.insert(finalist.samples.end(), again->samples.begin(), again->samples.end());
+  std::vector<TimedCandidate> finalists;
+  for (const Schedule& schedule : plan_->finalists(kFinalists)) {
+    auto timed = std::find_if(timed_.begin(), timed_.end(), [&](const TimedCandidate& one) {
+      return one.result.schedule == schedule;
+    });
+    if (timed != timed_.end()) {
+      finalists.push_back(*timed);
+      continue;
     }
+    // Resumed from an earlier search: certified and compiled here before it is timed again.
+    WF_TRY_ASSIGN(std::optional<CandidateRecord::Failure> failure,
+                  bench_.certify(schedule, random_()));
+    if (failure) {
+      record_failure(schedule, std::move(*failure));
+      continue;
+    }
+    // Its earlier first timing ranked it; its final timing is measured here alone.
+    finalists.push_back(
+        {{schedule, bench_.oracle(schedule).value(), plan_->find(schedule)->timing.value()}, {}});
   }
-  for (Timed& finalist : finalists) {
-    finalist.result.timing =
-        TimingSummary::from_samples(finalist.result.timing.source, finalist.samples).value();
+  if (finalists.empty()) {
+    return Error(ErrorKind::kRuntime, "No finalist of " + std::string(kernel_.id()) +
+                                          " could be certified again on this adapter.");
   }
-  std::sort(finalists.begin(), finalists.end(), [](const Timed& a, const Timed& b) {
-    return a.result.timing.median_ns < b.result.timing.median_ns;
-  });
-  return finalists;
+  for (const TimedCandidate& finalist : finalists) plan_->mark_finalist(finalist.result.schedule);
+  return bench_.retime(std::move(finalists), kInterleavedRounds);
 }
 
-Result<TuneOutcome> Tuner::publish(std::vector<Timed> finalists) {
-  // The winner must also pass the full certification (with the many-workgroups cases); a
-  // finalist that fails it gives way to the next.
-  const std::vector<Schedule> order = preferred();
+Result<TuneOutcome> Tuner::publish(std::vector<TimedCandidate> finalists) {
+  // The winner must pass the full certification as the GPU runs it: every case, in several
+  // rounds of fresh seeds, each case run twice; a finalist that fails gives way to the next.
+  const std::vector<Schedule> order = plan_->preferred();
   while (!finalists.empty()) {
     std::vector<Schedule> ties;
-    const Timed* winner = choose_winner(finalists, order, ties);
-    CertifyOptions full;
-    full.seed = random_();
-    Result<CertificationManifest> certification =
-        certify(device_, kernel_, winner->result.schedule, full);
-    WF_TRY(device_alive());
-    if (!certification) {
-      WF_TRY(record_failure(winner->result.schedule, certification.error()));
-    } else if (certification->verdict != Verdict::kCertified) {
-      failures_.push_back(
-          {winner->result.schedule, FailureStage::kMismatch, first_failure(*certification)});
-    }
-    if (!certification || certification->verdict != Verdict::kCertified) {
+    const TimedCandidate* winner = choose_winner(finalists, order, ties);
+    const Schedule& schedule = winner->result.schedule;
+    report("certifying winner", schedule);
+    WF_TRY_ASSIGN(WinnerCertification certification, certify_winner(schedule));
+    if (certification.failure) {
+      record_failure(schedule, *certification.failure);
       finalists.erase(finalists.begin() + (winner - finalists.data()));
       continue;
     }
-    WF_TRY_ASSIGN(TuningManifest manifest, manifest_for(*winner, finalists, std::move(ties)));
-    return TuneOutcome{std::move(manifest), std::move(certification).value(), problem_};
+    SearchOutcome search{plan_->candidates(), finalists, winner, std::move(ties),
+                         baseline(finalists)};
+    WF_TRY_ASSIGN(
+        TuningManifest manifest,
+        build_tuning_manifest(device_, kernel_, problem_, options_.bucket, std::move(search)));
+    TuneOutcome outcome;
+    outcome.manifest = std::move(manifest);
+    outcome.certification = std::move(*certification.manifest);
+    outcome.problem = problem_;
+    return outcome;
   }
-  return Error(ErrorKind::kRuntime,
-               "Every finalist of " + std::string(kernel_.id()) +
-                   " failed its full certification (first: " + failures_.back().message + ").");
+  TuningResult seen;
+  seen.candidates = plan_->candidates();
+  const std::vector<CandidateFailure> failures = seen.failures();
+  return Error(
+      ErrorKind::kRuntime,
+      "Every finalist of " + std::string(kernel_.id()) + " failed its full certification (last: " +
+          (failures.empty() ? std::string("none recorded") : failures.back().message) + ").");
 }
 
-Result<TuningManifest> Tuner::manifest_for(const Timed& winner, const std::vector<Timed>& finalists,
-                                           std::vector<Schedule> ties) const {
-  TuningResult result;
-  result.evaluated_candidates = evaluated_;
-  result.rejected_candidates = failures_.size();
-  result.failures = failures_;
-  result.winner = winner.result;
-  for (const Timed& finalist : finalists) result.finalists.push_back(finalist.result);
-  TuningContext context;
-  context.topology_hash = device_.adapter().topology_hash;
-  context.problem_size = problem_.elements != 0
-                             ? problem_.elements
-                             : std::uint64_t{problem_.m} * problem_.n * problem_.k;
-  if (options_.bucket && !options_.bucket->main) context.bucket = options_.bucket->label;
-  context.toggles = device_.adapter().toggles;
-  const Schedule default_schedule = kernel_.default_schedule();
-  auto default_finalist = std::find_if(finalists.begin(), finalists.end(), [&](const Timed& one) {
-    return one.result.schedule == default_schedule;
-  });
-  if (default_finalist != finalists.end()) context.baseline = default_finalist->result;
-  context.ties = std::move(ties);
-  WF_TRY_ASSIGN(GeneratedKernel generated,
-                kernels::generate_builtin(kernel_, winner.result.schedule, TargetBackend::kWgsl,
-                                          capabilities_));
-  return TuningManifest::create(generated, device_.adapter().identity, std::move(result),
-                                std::move(context));
+Result<Tuner::WinnerCertification> Tuner::certify_winner(const Schedule& schedule) {
+  PreparedKernel& prepared = *bench_.prepared(schedule);
+  if (options_.journal != nullptr) {
+    Result<CertificationManifest> keyed =
+        CertificationManifest::create(prepared.generated(), device_.adapter().identity,
+                                      device_.adapter().topology_hash, kernel_.tolerance(), {});
+    if (keyed && keyed->cache_key) {
+      Result<std::optional<CertificationManifest>> earlier =
+          options_.journal->load_certification(*keyed->cache_key);
+      if (earlier && earlier->has_value() && certified_as_winner(**earlier)) {
+        return WinnerCertification{std::move(**earlier), std::nullopt};
+      }
+    }
+  }
+  CertifyOptions full;
+  full.seed = random_();
+  full.rounds = kWinnerRounds;
+  full.runs_per_case = kWinnerRunsPerCase;
+  full.breakdown = &breakdown_;
+  Result<CertificationManifest> certification =
+      certify_prepared(device_, kernel_, prepared, schedule, full);
+  WF_TRY(bench_.device_alive());
+  if (!certification) {
+    WF_TRY_ASSIGN(CandidateRecord::Failure failure,
+                  bench_.failure_of(schedule, certification.error()));
+    return WinnerCertification{std::nullopt, std::move(failure)};
+  }
+  if (certification->verdict != Verdict::kCertified) {
+    return WinnerCertification{
+        std::nullopt,
+        CandidateRecord::Failure{FailureStage::kMismatch, first_failure(*certification)}};
+  }
+  return WinnerCertification{std::move(certification).value(), std::nullopt};
 }
 
 Result<TuneOutcome> Tuner::run() {
+  const auto started = std::chrono::steady_clock::now();
   WF_TRY(prepare());
-  WF_TRY_ASSIGN(std::vector<Timed> timed, search());
-  WF_TRY_ASSIGN(std::vector<Timed> finalists, retime_finalists(std::move(timed)));
-  return publish(std::move(finalists));
+  WF_TRY(search());
+  WF_TRY_ASSIGN(std::vector<TimedCandidate> finalists, run_finals());
+  WF_TRY_ASSIGN(TuneOutcome outcome, publish(std::move(finalists)));
+  breakdown_.total =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  outcome.breakdown = breakdown_;
+  outcome.warnings = warnings_;
+  TuneProgress published;
+  published.kernel_id = std::string(kernel_.id());
+  published.candidate = plan_->tried();
+  published.candidates = plan_->planned();
+  published.stage = "published";
+  published.breakdown = breakdown_;
+  if (options_.progress) options_.progress(published);
+  return outcome;
 }
 
 }  // namespace

@@ -56,6 +56,9 @@ struct DeviceState : std::enable_shared_from_this<DeviceState> {
   bool gpu_timestamps = false;
   // The program's own device (Device::adopt): released, never destroyed.
   bool adopted = false;
+  // When Device::time last finished keeping the GPU busy (its samples): how long the GPU has
+  // idled since says how much warm-up the next timing needs.
+  std::chrono::steady_clock::time_point last_sustained_work{};
 
   // Written by Dawn's spontaneous device-lost callback, possibly from another thread.
   mutable std::mutex mutex;

@@ -558,6 +558,19 @@ Result<std::vector<std::uint64_t>> DeviceState::host_clock_spans(
   return durations;
 }
 
+namespace {
+
+// The median of a few spans, for the give-up test.
+double median_of(std::vector<std::uint64_t> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t middle = values.size() / 2;
+  return values.size() % 2 == 1
+             ? static_cast<double>(values[middle])
+             : (static_cast<double>(values[middle - 1]) + static_cast<double>(values[middle])) / 2;
+}
+
+}  // namespace
+
 Result<TimedRun> Device::time(std::span<const DispatchStep> steps, const TimingOptions& options) {
   WF_TRY(check_steps(steps));
   if (options.samples == 0) {
@@ -568,39 +581,66 @@ Result<TimedRun> Device::time(std::span<const DispatchStep> steps, const TimingO
     return gpu ? state_->timestamp_spans(steps, batch, spans)
                : state_->host_clock_spans(steps, batch, spans);
   };
+  const auto target = static_cast<std::uint64_t>(options.min_sample_duration.count());
+  std::vector<std::uint64_t> calibration;
+  // How long one execution takes: one run tells when it is far above a sample's length (a batch
+  // of one, then), otherwise the fastest of three, so that one slow run does not shrink batches.
+  auto calibrate = [&]() -> Result<std::uint64_t> {
+    WF_TRY_ASSIGN(calibration, measure(1, 1));
+    if (calibration.front() < 2 * target) {
+      WF_TRY_ASSIGN(std::vector<std::uint64_t> more, measure(1, 2));
+      calibration.insert(calibration.end(), more.begin(), more.end());
+    }
+    return std::max<std::uint64_t>(1, *std::min_element(calibration.begin(), calibration.end()));
+  };
+  const auto started = std::chrono::steady_clock::now();
   for (std::uint32_t i = 0; i < options.warmup_runs; ++i) {
     WF_TRY(run(steps));
   }
-  // Calibrate: how many executions make a sample last min_sample_duration.
-  Result<std::vector<std::uint64_t>> calibration = measure(1, 3);
-  if (!calibration) return std::move(calibration).error();
-  std::uint64_t single =
-      std::max<std::uint64_t>(1, *std::min_element(calibration->begin(), calibration->end()));
-  if (state_->info.identity.device_type != "Cpu" && options.warmup_duration.count() > 0) {
+  WF_TRY_ASSIGN(std::uint64_t single, calibrate());
+  // A GPU's clocks fall while it idles and rise again under sustained work; they fall over a
+  // second or two, so a GPU busy until a moment ago needs only as much warm-up as it idled (and
+  // the tuner's finalists, timed back to back, need none).
+  const auto idle = started - state_->last_sustained_work;
+  const auto warm_for = std::min<std::chrono::nanoseconds>(
+      options.warmup_duration, std::chrono::duration_cast<std::chrono::nanoseconds>(idle));
+  if (state_->info.identity.device_type != "Cpu" && warm_for.count() > 0) {
     // Submissions of about 20 ms each keep the GPU busy until its clocks are up; then calibrate
     // again, at the clocks the samples will run at.
     const auto per_submission = static_cast<std::uint32_t>(
         std::clamp<std::uint64_t>(20'000'000 / single, 1, std::max(1u, options.max_batch)));
-    const auto warm_until = std::chrono::steady_clock::now() + options.warmup_duration;
+    const auto warm_until = std::chrono::steady_clock::now() + warm_for;
     while (std::chrono::steady_clock::now() < warm_until) {
       WF_TRY(measure(per_submission, 1));
     }
-    calibration = measure(1, 3);
-    if (!calibration) return std::move(calibration).error();
-    single =
-        std::max<std::uint64_t>(1, *std::min_element(calibration->begin(), calibration->end()));
+    WF_TRY_ASSIGN(single, calibrate());
   }
-  const auto target = static_cast<std::uint64_t>(options.min_sample_duration.count());
   const auto batch = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(
       (target + single - 1) / single, 1, std::max(1u, options.max_batch)));
 
-  WF_TRY_ASSIGN(std::vector<std::uint64_t> spans, measure(batch, options.samples));
+  const auto sampling_started = std::chrono::steady_clock::now();
+  std::vector<std::uint64_t> spans;
+  bool gave_up = false;
+  if (options.give_up_above_ns && options.samples > TimingOptions::kGiveUpSamples) {
+    WF_TRY_ASSIGN(spans, measure(batch, TimingOptions::kGiveUpSamples));
+    gave_up = median_of(spans) / batch > *options.give_up_above_ns;
+  }
+  if (!gave_up) {
+    WF_TRY_ASSIGN(std::vector<std::uint64_t> rest,
+                  measure(batch, options.samples - static_cast<std::uint32_t>(spans.size())));
+    spans.insert(spans.end(), rest.begin(), rest.end());
+  }
+  const auto sampled = std::chrono::steady_clock::now();
+  state_->last_sustained_work = sampled;
   std::vector<std::uint64_t> per_execution;
   for (std::uint64_t span : spans) per_execution.push_back((span + batch / 2) / batch);
 
   TimedRun timed;
+  timed.warmup_wall = sampling_started - started;
+  timed.sampling_wall = sampled - sampling_started;
   timed.executions_per_sample = batch;
-  std::vector<std::uint64_t> all_spans = *calibration;
+  timed.gave_up = gave_up;
+  std::vector<std::uint64_t> all_spans = calibration;
   all_spans.insert(all_spans.end(), spans.begin(), spans.end());
   timed.resolution_ns = gpu ? gcd_all(all_spans) : host_clock_resolution_ns();
   WF_TRY_ASSIGN(TimingSummary summary,

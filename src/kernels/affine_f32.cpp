@@ -129,16 +129,18 @@ class AffineF32 final : public KernelDefinition {
     std::vector<double> expected(n);
     std::vector<double> allowed(n);
     constexpr double kFlushFloor = std::numeric_limits<float>::min();
-    for (std::uint64_t i = 0; i < n; ++i) {
-      double product = a * x[i];
-      double exact = product + b;
-      if (std::abs(exact) > std::numeric_limits<float>::max() && std::isfinite(exact)) {
-        exact = std::copysign(std::numeric_limits<double>::infinity(), exact);
+    for_each_chunk(n, [&](std::size_t begin, std::size_t end, std::size_t) {
+      for (std::size_t i = begin; i < end; ++i) {
+        const double product = a * x[i];
+        double exact = product + b;
+        if (std::abs(exact) > std::numeric_limits<float>::max() && std::isfinite(exact)) {
+          exact = std::copysign(std::numeric_limits<double>::infinity(), exact);
+        }
+        expected[i] = exact;
+        allowed[i] =
+            std::ldexp(std::abs(product) + std::abs(exact), -23) + (std::abs(a) + 1) * kFlushFloor;
       }
-      expected[i] = exact;
-      allowed[i] =
-          std::ldexp(std::abs(product) + std::abs(exact), -23) + (std::abs(a) + 1) * kFlushFloor;
-    }
+    });
     CaseVerdict verdict;
     verdict.report = compare_within(expected, y, allowed);
     verdict.allowed_relative_error = std::ldexp(1.0, -22);

@@ -194,6 +194,8 @@ Status KernelDefinition::check_problem(const Problem& problem) const {
 
 std::vector<std::string> KernelDefinition::starting_points() const { return {}; }
 
+bool KernelDefinition::deterministic() const { return true; }
+
 namespace {
 
 std::string power_label(std::uint64_t n) {

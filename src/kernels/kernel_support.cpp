@@ -3,11 +3,37 @@
 #include <algorithm>
 #include <bit>
 #include <limits>
+#include <thread>
 
 namespace wgsl_forge::kernels::support {
 
 std::uint32_t float_bits(float value) { return std::bit_cast<std::uint32_t>(value); }
 float bits_float(std::uint32_t bits) { return std::bit_cast<float>(bits); }
+
+void for_each_chunk(std::size_t count,
+                    const std::function<void(std::size_t, std::size_t, std::size_t)>& work) {
+  const std::size_t chunks = (count + kChunkElements - 1) / kChunkElements;
+  const std::size_t threads =
+      std::min<std::size_t>(chunks, std::max(1u, std::thread::hardware_concurrency()));
+  auto run_from = [&](std::size_t first) {
+    for (std::size_t chunk = first; chunk < chunks; chunk += threads) {
+      work(chunk * kChunkElements, std::min(count, (chunk + 1) * kChunkElements), chunk);
+    }
+  };
+  if (threads <= 1) {
+    run_from(0);
+    return;
+  }
+  std::vector<std::jthread> workers;
+  for (std::size_t first = 1; first < threads; ++first) workers.emplace_back(run_from, first);
+  run_from(0);
+}
+
+std::vector<std::uint64_t> chunk_seeds(std::size_t count, std::mt19937_64& random) {
+  std::vector<std::uint64_t> seeds((count + kChunkElements - 1) / kChunkElements);
+  for (std::uint64_t& seed : seeds) seed = random();
+  return seeds;
+}
 
 std::uint64_t round_up(std::uint64_t value, std::uint64_t multiple) {
   return ceil_div(value, multiple) * multiple;
@@ -19,13 +45,33 @@ std::uint64_t vec4_buffer_bytes(std::uint64_t n) {
   return std::max<std::uint64_t>(16, round_up(n, 4) * 4);
 }
 
+namespace {
+
+enum class FloatProfile { kUniform, kSmall, kPositive, kConstant, kSpecials };
+
+FloatProfile float_profile(const std::string& name) {
+  if (name == "small") return FloatProfile::kSmall;
+  if (name == "positive") return FloatProfile::kPositive;
+  if (name == "constant") return FloatProfile::kConstant;
+  if (name == "specials") return FloatProfile::kSpecials;
+  return FloatProfile::kUniform;
+}
+
+enum class U32Profile { kUniform, kSmall, kEqual, kTopBits, kSorted, kReversed };
+
+U32Profile u32_profile(const std::string& name) {
+  if (name == "small") return U32Profile::kSmall;
+  if (name == "equal") return U32Profile::kEqual;
+  if (name == "top-bits") return U32Profile::kTopBits;
+  if (name == "sorted") return U32Profile::kSorted;
+  if (name == "reversed") return U32Profile::kReversed;
+  return U32Profile::kUniform;
+}
+
+}  // namespace
+
 std::vector<float> random_floats(std::size_t count, const std::string& profile,
                                  std::mt19937_64& random) {
-  std::vector<float> values(count);
-  std::uniform_real_distribution<float> uniform(-1000.0f, 1000.0f);
-  std::uniform_real_distribution<float> small(-1.0f, 1.0f);
-  std::uniform_real_distribution<float> positive(0.0f, 1e6f);
-  const float constant = uniform(random);
   static const float kSpecials[] = {std::numeric_limits<float>::quiet_NaN(),
                                     std::numeric_limits<float>::infinity(),
                                     -std::numeric_limits<float>::infinity(),
@@ -37,40 +83,66 @@ std::vector<float> random_floats(std::size_t count, const std::string& profile,
                                     std::numeric_limits<float>::max(),
                                     -3.0e38f,
                                     1.0e30f};
-  for (float& value : values) {
-    if (profile == "small") {
-      value = small(random);
-    } else if (profile == "positive") {
-      value = positive(random);
-    } else if (profile == "constant") {
-      value = constant;
-    } else if (profile == "specials" && random() % 4 == 0) {
-      value = kSpecials[random() % std::size(kSpecials)];
-    } else {
-      value = uniform(random);
+  const FloatProfile kind = float_profile(profile);
+  const float constant = std::uniform_real_distribution<float>(-1000.0f, 1000.0f)(random);
+  const std::vector<std::uint64_t> seeds = chunk_seeds(count, random);
+  std::vector<float> values(count);
+  for_each_chunk(count, [&](std::size_t begin, std::size_t end, std::size_t chunk) {
+    std::mt19937_64 draw(seeds[chunk]);
+    std::uniform_real_distribution<float> uniform(-1000.0f, 1000.0f);
+    std::uniform_real_distribution<float> small(-1.0f, 1.0f);
+    std::uniform_real_distribution<float> positive(0.0f, 1e6f);
+    for (std::size_t i = begin; i < end; ++i) {
+      switch (kind) {
+        case FloatProfile::kSmall:
+          values[i] = small(draw);
+          break;
+        case FloatProfile::kPositive:
+          values[i] = positive(draw);
+          break;
+        case FloatProfile::kConstant:
+          values[i] = constant;
+          break;
+        case FloatProfile::kSpecials:
+          values[i] = draw() % 4 == 0 ? kSpecials[draw() % std::size(kSpecials)] : uniform(draw);
+          break;
+        case FloatProfile::kUniform:
+          values[i] = uniform(draw);
+          break;
+      }
     }
-  }
+  });
   return values;
 }
 
 std::vector<std::uint32_t> random_u32(std::size_t count, const std::string& profile,
                                       std::mt19937_64& random) {
-  std::vector<std::uint32_t> values(count);
+  const U32Profile kind = u32_profile(profile);
   const auto constant = static_cast<std::uint32_t>(random());
-  for (auto& value : values) {
-    auto bits = static_cast<std::uint32_t>(random());
-    if (profile == "small") {
-      value = bits % 1000;
-    } else if (profile == "equal") {
-      value = constant;
-    } else if (profile == "top-bits") {
-      value = (bits & 0xff000000u) | (constant & 0x00ffffffu);
-    } else {
-      value = bits;
+  const std::vector<std::uint64_t> seeds = chunk_seeds(count, random);
+  std::vector<std::uint32_t> values(count);
+  for_each_chunk(count, [&](std::size_t begin, std::size_t end, std::size_t chunk) {
+    std::mt19937_64 draw(seeds[chunk]);
+    for (std::size_t i = begin; i < end; ++i) {
+      const auto bits = static_cast<std::uint32_t>(draw());
+      switch (kind) {
+        case U32Profile::kSmall:
+          values[i] = bits % 1000;
+          break;
+        case U32Profile::kEqual:
+          values[i] = constant;
+          break;
+        case U32Profile::kTopBits:
+          values[i] = (bits & 0xff000000u) | (constant & 0x00ffffffu);
+          break;
+        default:
+          values[i] = bits;
+          break;
+      }
     }
-  }
-  if (profile == "sorted") std::sort(values.begin(), values.end());
-  if (profile == "reversed") std::sort(values.begin(), values.end(), std::greater<>());
+  });
+  if (kind == U32Profile::kSorted) std::sort(values.begin(), values.end());
+  if (kind == U32Profile::kReversed) std::sort(values.begin(), values.end(), std::greater<>());
   return values;
 }
 
@@ -102,17 +174,40 @@ void record_error(ComparisonReport& report, double expected, double actual) {
 
 }  // namespace
 
+namespace {
+
+// A comparison of [0, count) made chunk by chunk on several threads: `compare(i, report)` records
+// element i into its chunk's report, and the chunks' reports are merged in order, so that the
+// first mismatch is the lowest index whatever the threads did.
+template <typename Compare>
+ComparisonReport compare_in_chunks(std::size_t count, Compare compare) {
+  std::vector<ComparisonReport> reports((count + kChunkElements - 1) / kChunkElements);
+  for_each_chunk(count, [&](std::size_t begin, std::size_t end, std::size_t chunk) {
+    for (std::size_t i = begin; i < end; ++i) compare(i, reports[chunk]);
+  });
+  ComparisonReport merged;
+  merged.compared = count;
+  for (const ComparisonReport& report : reports) {
+    if (!merged.first_mismatch) merged.first_mismatch = report.first_mismatch;
+    merged.mismatch_count += report.mismatch_count;
+    merged.max_absolute_error = std::max(merged.max_absolute_error, report.max_absolute_error);
+    merged.max_relative_error = std::max(merged.max_relative_error, report.max_relative_error);
+  }
+  return merged;
+}
+
+}  // namespace
+
 ComparisonReport compare_exact(std::span<const std::uint32_t> expected,
                                std::span<const std::uint32_t> actual) {
-  ComparisonReport report;
-  report.compared = expected.size();
-  for (std::size_t i = 0; i < expected.size(); ++i) {
-    std::uint32_t got = i < actual.size() ? actual[i] : 0;
-    if (got != expected[i]) {
-      record_mismatch(report, i, expected[i], got);
-      record_error(report, expected[i], got);
-    }
-  }
+  ComparisonReport report =
+      compare_in_chunks(expected.size(), [&](std::size_t i, ComparisonReport& chunk) {
+        const std::uint32_t got = i < actual.size() ? actual[i] : 0;
+        if (got != expected[i]) {
+          record_mismatch(chunk, i, expected[i], got);
+          record_error(chunk, expected[i], got);
+        }
+      });
   if (actual.size() < expected.size() && report.mismatch_count == 0) {
     record_mismatch(report, actual.size(), 0, 0);
   }
@@ -120,36 +215,30 @@ ComparisonReport compare_exact(std::span<const std::uint32_t> expected,
 }
 
 ComparisonReport compare_bitwise(std::span<const float> expected, std::span<const float> actual) {
-  ComparisonReport report;
-  report.compared = expected.size();
-  for (std::size_t i = 0; i < expected.size(); ++i) {
-    float got = actual[i];
-    bool same =
+  return compare_in_chunks(expected.size(), [&](std::size_t i, ComparisonReport& chunk) {
+    const float got = actual[i];
+    const bool same =
         (std::isnan(expected[i]) && std::isnan(got)) || float_bits(expected[i]) == float_bits(got);
     if (!same) {
-      record_mismatch(report, i, expected[i], got);
-      record_error(report, expected[i], got);
+      record_mismatch(chunk, i, expected[i], got);
+      record_error(chunk, expected[i], got);
     }
-  }
-  return report;
+  });
 }
 
 ComparisonReport compare_within(std::span<const double> expected, std::span<const float> actual,
                                 std::span<const double> allowed_absolute) {
-  ComparisonReport report;
-  report.compared = expected.size();
-  for (std::size_t i = 0; i < expected.size(); ++i) {
-    double got = actual[i];
+  return compare_in_chunks(expected.size(), [&](std::size_t i, ComparisonReport& chunk) {
+    const double got = actual[i];
     bool ok;
     if (std::isnan(expected[i]) || std::isinf(expected[i])) {
       ok = (std::isnan(expected[i]) && std::isnan(got)) || expected[i] == got;
     } else {
       ok = std::isfinite(got) && std::abs(got - expected[i]) <= allowed_absolute[i];
     }
-    record_error(report, expected[i], got);
-    if (!ok) record_mismatch(report, i, expected[i], got);
-  }
-  return report;
+    record_error(chunk, expected[i], got);
+    if (!ok) record_mismatch(chunk, i, expected[i], got);
+  });
 }
 
 std::vector<std::uint64_t> edge_sizes(std::uint64_t workgroup, std::uint64_t tile) {

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -29,6 +30,17 @@ std::vector<T> from_bytes(const std::vector<std::byte>& bytes, std::size_t count
 
 std::uint32_t float_bits(float value);
 float bits_float(std::uint32_t bits);
+
+// Large certification cases (tens of millions of elements) are drawn and checked on every core:
+// [0, count) is cut into chunks of kChunkElements, run on up to hardware_concurrency threads.
+inline constexpr std::size_t kChunkElements = std::size_t{1} << 20;
+// Calls `work(begin, end, chunk)` for each chunk of [0, count), chunk = its index, on several
+// threads at once; returns when all are done.
+void for_each_chunk(std::size_t count,
+                    const std::function<void(std::size_t, std::size_t, std::size_t)>& work);
+// Seeds for `count` elements' chunks, drawn from `random` in order: what each chunk draws then
+// depends on `random` alone, however the chunks are spread over threads.
+std::vector<std::uint64_t> chunk_seeds(std::size_t count, std::mt19937_64& random);
 
 // Rounds up to a multiple of `multiple` (> 0).
 std::uint64_t round_up(std::uint64_t value, std::uint64_t multiple);

@@ -61,22 +61,26 @@ Json encode(const CandidateResult& value) {
               {"timing", encode(value.timing)}};
 }
 
-Json encode(const CandidateFailure& value) {
+Json encode(const CandidateRecord& value) {
+  Json failure = nullptr;
+  if (value.failure) {
+    failure = Json{{"stage", failure_stage_name(value.failure->stage)},
+                   {"message", value.failure->message}};
+  }
   return Json{{"schedule", encode(value.schedule)},
-              {"stage", failure_stage_name(value.stage)},
-              {"message", value.message}};
+              {"origin", candidate_origin_name(value.origin)},
+              {"timing", value.timing ? encode(*value.timing) : Json(nullptr)},
+              {"failure", failure},
+              {"finalist", value.finalist}};
 }
 
 Json encode(const TuningResult& value) {
-  Json failures = Json::array();
-  for (const CandidateFailure& failure : value.failures) failures.push_back(encode(failure));
+  Json candidates = Json::array();
+  for (const CandidateRecord& candidate : value.candidates) candidates.push_back(encode(candidate));
   Json finalists = Json::array();
   for (const CandidateResult& finalist : value.finalists) finalists.push_back(encode(finalist));
-  return Json{{"evaluated_candidates", value.evaluated_candidates},
-              {"rejected_candidates", value.rejected_candidates},
-              {"failures", failures},
-              {"winner", encode(value.winner)},
-              {"finalists", finalists}};
+  return Json{
+      {"candidates", candidates}, {"winner", encode(value.winner)}, {"finalists", finalists}};
 }
 
 Json encode(const TuningContext& value) {
@@ -87,7 +91,8 @@ Json encode(const TuningContext& value) {
               {"bucket", value.bucket ? Json(*value.bucket) : Json(nullptr)},
               {"toggles", value.toggles},
               {"baseline", value.baseline ? encode(*value.baseline) : Json(nullptr)},
-              {"ties", ties}};
+              {"ties", ties},
+              {"tuned_at", value.tuned_at}};
 }
 
 Json encode(const CertificationCase& value) {
@@ -98,7 +103,8 @@ Json encode(const CertificationCase& value) {
               {"allowed_absolute_error", encode_double(value.allowed_absolute_error)},
               {"allowed_relative_error", encode_double(value.allowed_relative_error)},
               {"report", encode(value.report)},
-              {"failed_checks", value.failed_checks}};
+              {"failed_checks", value.failed_checks},
+              {"runs", value.runs}};
 }
 
 Json encode(const TuningManifest& value) {
@@ -130,6 +136,19 @@ Json encode(const CertificationManifest& value) {
               {"tolerance", value.tolerance},
               {"cases", cases},
               {"verdict", verdict_name(value.verdict)}};
+}
+
+Json encode(const MeasurementRecord& value) {
+  return Json{{"manifest_kind", "measurement"},
+              {"schema_version", MeasurementRecord::kSchemaVersion},
+              {"cache_key", value.cache_key},
+              {"kernel_id", value.kernel_id},
+              {"kernel_revision", value.kernel_revision},
+              {"topology_hash", value.topology_hash},
+              {"source_hash", value.source_hash},
+              {"problem", value.problem},
+              {"candidate", encode(value.candidate)},
+              {"recorded_at", value.recorded_at}};
 }
 
 Result<std::string> dump_canonical(const Json& value, std::string_view what) {
@@ -264,6 +283,16 @@ double FieldReader::f64(const char* field) const {
   return 0;
 }
 
+bool FieldReader::boolean(const char* field) const {
+  const Json* value = find(field);
+  if (value == nullptr) return false;
+  if (!value->is_boolean()) {
+    fail(field, "is not true or false");
+    return false;
+  }
+  return value->get<bool>();
+}
+
 FieldReader FieldReader::object(const char* field) const {
   const Json* value = find(field);
   if (value != nullptr && !value->is_object()) fail(field, "is not a JSON object");
@@ -384,17 +413,26 @@ CandidateResult decode_candidate(const FieldReader& reader) {
   return candidate;
 }
 
+CandidateRecord decode_candidate_record(const FieldReader& reader) {
+  CandidateRecord candidate;
+  candidate.schedule = decode_schedule(reader, "schedule");
+  candidate.origin =
+      decode_enum(reader, "origin", &parse_candidate_origin, CandidateRecord::Origin::kMeasured);
+  if (!reader.is_null("timing")) candidate.timing = decode_timing(reader.object("timing"));
+  if (!reader.is_null("failure")) {
+    FieldReader failure = reader.object("failure");
+    candidate.failure = CandidateRecord::Failure{
+        decode_enum(failure, "stage", &parse_failure_stage, FailureStage::kCompile),
+        failure.string("message")};
+  }
+  candidate.finalist = reader.boolean("finalist");
+  return candidate;
+}
+
 TuningResult decode_tuning_result(const FieldReader& reader) {
   TuningResult result;
-  result.evaluated_candidates = reader.u64("evaluated_candidates");
-  result.rejected_candidates = reader.u64("rejected_candidates");
-  for (std::size_t i = 0; i < reader.array("failures").size() && !reader.failed(); ++i) {
-    FieldReader item = reader.element("failures", i);
-    CandidateFailure failure;
-    failure.schedule = decode_schedule(item, "schedule");
-    failure.stage = decode_enum(item, "stage", &parse_failure_stage, FailureStage::kCompile);
-    failure.message = item.string("message");
-    result.failures.push_back(std::move(failure));
+  for (std::size_t i = 0; i < reader.array("candidates").size() && !reader.failed(); ++i) {
+    result.candidates.push_back(decode_candidate_record(reader.element("candidates", i)));
   }
   result.winner = decode_candidate(reader.object("winner"));
   for (std::size_t i = 0; i < reader.array("finalists").size() && !reader.failed(); ++i) {
@@ -419,6 +457,7 @@ TuningContext decode_tuning_context(const FieldReader& reader) {
     context.ties.push_back(decode_schedule(tie, "schedule"));
     if (tie.failed()) reader.fail("ties[" + std::to_string(i) + "]", "is not a schedule");
   }
+  context.tuned_at = reader.string("tuned_at");
   return context;
 }
 
@@ -434,6 +473,7 @@ CertificationCase decode_case(const FieldReader& reader) {
   for (std::size_t i = 0; i < reader.array("failed_checks").size() && !reader.failed(); ++i) {
     one_case.failed_checks.push_back(reader.element_string("failed_checks", i));
   }
+  one_case.runs = reader.u32("runs");
   return one_case;
 }
 

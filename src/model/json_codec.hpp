@@ -22,12 +22,13 @@ Json encode(const Schedule& value);
 Json encode(const TimingSummary& value);
 Json encode(const ComparisonReport& value);
 Json encode(const CandidateResult& value);
-Json encode(const CandidateFailure& value);
+Json encode(const CandidateRecord& value);
 Json encode(const TuningResult& value);
 Json encode(const TuningContext& value);
 Json encode(const CertificationCase& value);
 Json encode(const TuningManifest& value);
 Json encode(const CertificationManifest& value);
+Json encode(const MeasurementRecord& value);
 
 // Dumps in canonical form; fails only for strings that are not valid UTF-8.
 Result<std::string> dump_canonical(const Json& value, std::string_view what);
@@ -50,6 +51,7 @@ class FieldReader {
   std::uint64_t u64(const char* field) const;
   std::uint32_t u32(const char* field) const;
   double f64(const char* field) const;
+  bool boolean(const char* field) const;
   FieldReader object(const char* field) const;
   // The array under `field`, or an empty one after recording an error.
   const Json& array(const char* field) const;
@@ -76,6 +78,7 @@ Schedule decode_schedule(const FieldReader& reader, const char* field);
 TimingSummary decode_timing(const FieldReader& reader);
 ComparisonReport decode_report(const FieldReader& reader);
 CandidateResult decode_candidate(const FieldReader& reader);
+CandidateRecord decode_candidate_record(const FieldReader& reader);
 TuningResult decode_tuning_result(const FieldReader& reader);
 TuningContext decode_tuning_context(const FieldReader& reader);
 CertificationCase decode_case(const FieldReader& reader);

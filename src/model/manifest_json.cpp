@@ -40,6 +40,11 @@ Result<std::string> serialize_manifest(const CertificationManifest& manifest) {
                                      "the certification manifest of " + manifest.kernel_id);
 }
 
+Result<std::string> serialize_manifest(const MeasurementRecord& record) {
+  return serialize_with_content_hash(json_codec::encode(record),
+                                     "the measurement record of " + record.kernel_id);
+}
+
 Result<std::string> canonical_json(const AdapterIdentity& adapter) {
   return json_codec::dump_canonical(json_codec::encode(adapter), "an adapter identity");
 }
@@ -201,6 +206,25 @@ Result<CertificationManifest> parse_certification_manifest(std::string_view byte
       verdict == verdict_name(Verdict::kCertified) ? Verdict::kCertified : Verdict::kRejected;
   WF_TRY(require_invariants(manifest, "certification"));
   return require_intact(std::move(manifest), document, content_hash, bytes);
+}
+
+Result<MeasurementRecord> parse_measurement_record(std::string_view bytes) {
+  WF_TRY_ASSIGN(Json document,
+                parse_envelope(bytes, "measurement", MeasurementRecord::kSchemaVersion));
+  FieldReader reader(document, "");
+  MeasurementRecord record;
+  const std::string content_hash = reader.hex_digest(kContentHashField);
+  record.cache_key = reader.hex_digest("cache_key");
+  record.kernel_id = reader.string("kernel_id");
+  record.kernel_revision = reader.u32("kernel_revision");
+  record.topology_hash = reader.hex_digest("topology_hash");
+  record.source_hash = reader.hex_digest("source_hash");
+  record.problem = reader.string("problem");
+  record.candidate = json_codec::decode_candidate_record(reader.object("candidate"));
+  record.recorded_at = reader.string("recorded_at");
+  if (reader.failed()) return reader.take_error();
+  WF_TRY(require_invariants(record, "measurement"));
+  return require_intact(std::move(record), document, content_hash, bytes);
 }
 
 }  // namespace wgsl_forge

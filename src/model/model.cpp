@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <ctime>
 #include <numeric>
 
 #include "json_codec.hpp"
@@ -94,6 +95,47 @@ Result<FailureStage> parse_failure_stage(std::string_view name) {
   return parse_enum(name, &failure_stage_name, kAll, "failure stage");
 }
 
+const char* candidate_origin_name(CandidateRecord::Origin origin) {
+  switch (origin) {
+    case CandidateRecord::Origin::kMeasured:
+      return "measured";
+    case CandidateRecord::Origin::kResumed:
+      return "resumed";
+    case CandidateRecord::Origin::kFailedBefore:
+      return "failed_before";
+  }
+  return "unknown";
+}
+
+Result<CandidateRecord::Origin> parse_candidate_origin(std::string_view name) {
+  static constexpr CandidateRecord::Origin kAll[] = {CandidateRecord::Origin::kMeasured,
+                                                     CandidateRecord::Origin::kResumed,
+                                                     CandidateRecord::Origin::kFailedBefore};
+  return parse_enum(name, &candidate_origin_name, kAll, "candidate origin");
+}
+
+std::uint64_t TuningResult::evaluated_candidates() const {
+  return static_cast<std::uint64_t>(
+      std::count_if(candidates.begin(), candidates.end(), [](const CandidateRecord& one) {
+        return one.origin != CandidateRecord::Origin::kFailedBefore;
+      }));
+}
+
+std::uint64_t TuningResult::rejected_candidates() const {
+  return static_cast<std::uint64_t>(
+      std::count_if(candidates.begin(), candidates.end(), [](const CandidateRecord& one) {
+        return one.origin != CandidateRecord::Origin::kFailedBefore && one.failure.has_value();
+      }));
+}
+
+std::vector<CandidateFailure> TuningResult::failures() const {
+  std::vector<CandidateFailure> list;
+  for (const CandidateRecord& one : candidates) {
+    if (one.failure) list.push_back({one.schedule, one.failure->stage, one.failure->message});
+  }
+  return list;
+}
+
 const char* verdict_name(Verdict verdict) {
   return verdict == Verdict::kCertified ? "certified" : "rejected";
 }
@@ -166,7 +208,7 @@ bool CertificationCase::operator==(const CertificationCase& other) const {
          value_profile == other.value_profile && seed == other.seed &&
          same_evidence_value(allowed_absolute_error, other.allowed_absolute_error) &&
          same_evidence_value(allowed_relative_error, other.allowed_relative_error) &&
-         report == other.report && failed_checks == other.failed_checks;
+         report == other.report && failed_checks == other.failed_checks && runs == other.runs;
 }
 
 Verdict verdict_of(const std::vector<CertificationCase>& cases) {
@@ -204,6 +246,28 @@ std::optional<BrokenInvariant> broken_topology_hash(const std::optional<std::str
   return std::nullopt;
 }
 
+std::optional<BrokenInvariant> broken_candidate(const CandidateRecord& candidate,
+                                                const std::string& field) {
+  const std::string schedule = candidate.schedule.to_string();
+  if (!candidate.timing && !candidate.failure) {
+    return BrokenInvariant{field, "Candidate " + schedule + " has neither a timing nor a failure."};
+  }
+  if (candidate.origin == CandidateRecord::Origin::kFailedBefore &&
+      (candidate.timing || !candidate.failure || candidate.finalist)) {
+    return BrokenInvariant{field, "Candidate " + schedule +
+                                      " failed before: it has a failure and no timing, and is "
+                                      "not a finalist."};
+  }
+  if (candidate.finalist && !candidate.timing) {
+    return BrokenInvariant{field, "Candidate " + schedule + " is a finalist without a timing."};
+  }
+  if (candidate.failure && candidate.failure->message.empty()) {
+    return BrokenInvariant{field + ".failure.message",
+                           "Candidate " + schedule + " failed without a message."};
+  }
+  return std::nullopt;
+}
+
 std::optional<BrokenInvariant> broken_tuning_result(const TuningResult& result) {
   const CandidateResult& winner = result.winner;
   if (!winner.oracle.matches() || winner.oracle.compared == 0) {
@@ -218,13 +282,46 @@ std::optional<BrokenInvariant> broken_tuning_result(const TuningResult& result) 
     return BrokenInvariant{"result.finalists", "The winner " + winner.schedule.to_string() +
                                                    " is not among the finalists."};
   }
-  if (result.rejected_candidates > result.evaluated_candidates) {
-    return BrokenInvariant{"result.rejected_candidates",
-                           "Rejected candidates (" + std::to_string(result.rejected_candidates) +
-                               ") exceed evaluated candidates (" +
-                               std::to_string(result.evaluated_candidates) + ")."};
+  for (std::size_t i = 0; i < result.candidates.size(); ++i) {
+    const CandidateRecord& candidate = result.candidates[i];
+    const std::string field = "result.candidates[" + std::to_string(i) + "]";
+    if (auto broken = broken_candidate(candidate, field)) return broken;
+    for (std::size_t j = 0; j < i; ++j) {
+      if (result.candidates[j].schedule == candidate.schedule) {
+        return BrokenInvariant{field, "Candidate " + candidate.schedule.to_string() +
+                                          " is listed twice (also at " + std::to_string(j) + ")."};
+      }
+    }
+  }
+  for (std::size_t i = 0; i < result.finalists.size(); ++i) {
+    const Schedule& finalist = result.finalists[i].schedule;
+    auto candidate =
+        std::find_if(result.candidates.begin(), result.candidates.end(),
+                     [&](const CandidateRecord& one) { return one.schedule == finalist; });
+    if (candidate == result.candidates.end() || !candidate->finalist || candidate->failure) {
+      return BrokenInvariant{"result.finalists[" + std::to_string(i) + "]",
+                             "Finalist " + finalist.to_string() +
+                                 " is not a candidate marked finalist without a failure."};
+    }
   }
   return std::nullopt;
+}
+
+// "2026-12-02T15:33:31Z": what utc_timestamp_now writes.
+bool is_utc_timestamp(std::string_view text) {
+  constexpr std::string_view kShape = "dddd-dd-ddTdd:dd:ddZ";
+  if (text.size() != kShape.size()) return false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const bool digit = text[i] >= '0' && text[i] <= '9';
+    if (kShape[i] == 'd' ? !digit : text[i] != kShape[i]) return false;
+  }
+  return true;
+}
+
+std::optional<BrokenInvariant> broken_timestamp(const std::string& timestamp, const char* field) {
+  if (is_utc_timestamp(timestamp)) return std::nullopt;
+  return BrokenInvariant{field, "The time ('" + timestamp.substr(0, 40) +
+                                    "') is not a UTC time like 2026-12-02T15:33:31Z."};
 }
 
 // Bucket labels are what kernels::SizeBucket makes ("2^20", "1024^3", "512x256x128"): they are
@@ -281,6 +378,7 @@ Result<TuningManifest> TuningManifest::create(const GeneratedKernel& generated,
                      " is not the winner's " + result.winner.schedule.to_string() + ".")
         .with_context("building the tuning manifest of " + generated.kernel_id);
   }
+  if (context.tuned_at.empty()) context.tuned_at = utc_timestamp_now();
   std::sort(context.toggles.begin(), context.toggles.end());
   context.toggles.erase(std::unique(context.toggles.begin(), context.toggles.end()),
                         context.toggles.end());
@@ -308,6 +406,7 @@ std::optional<BrokenInvariant> TuningManifest::broken_invariant() const {
   if (auto broken = broken_tuning_result(result)) return broken;
   if (auto broken = broken_toggles(context.toggles)) return broken;
   if (auto broken = broken_bucket(context.bucket)) return broken;
+  if (auto broken = broken_timestamp(context.tuned_at, "context.tuned_at")) return broken;
   return broken_cache_key(cache_key, compute_cache_key(), "kernel, adapter, topology and bucket");
 }
 
@@ -357,6 +456,12 @@ Result<CertificationManifest> CertificationManifest::create(
 std::optional<BrokenInvariant> CertificationManifest::broken_invariant() const {
   if (auto broken = broken_kernel_id(kernel_id)) return broken;
   if (auto broken = broken_topology_hash(topology_hash, "topology_hash")) return broken;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    if (cases[i].runs == 0) {
+      return BrokenInvariant{"cases[" + std::to_string(i) + "].runs",
+                             "Case '" + cases[i].name + "' never ran (runs is 0)."};
+    }
+  }
   if (verdict != verdict_of(cases)) {
     return BrokenInvariant{"verdict", std::string("The verdict (") + verdict_name(verdict) +
                                           ") contradicts the cases, which make it " +
@@ -376,6 +481,77 @@ std::optional<std::string> CertificationManifest::compute_cache_key() const {
                                {"adapter", json_codec::encode(adapter)},
                                {"topology_hash", *topology_hash}};
   return hash_identity(identity);
+}
+
+namespace {
+
+json_codec::Json measurement_identity(const MeasurementRecord::Code& code, const char* outcome) {
+  return {{"manifest_kind", "measurement"},      {"outcome", outcome},
+          {"kernel_id", code.kernel_id},         {"kernel_revision", code.kernel_revision},
+          {"topology_hash", code.topology_hash}, {"schedule", json_codec::encode(code.schedule)},
+          {"source_hash", code.source_hash}};
+}
+
+}  // namespace
+
+std::string MeasurementRecord::timing_key(const Code& code, std::string_view problem) {
+  json_codec::Json identity = measurement_identity(code, "timing");
+  identity["problem"] = problem;
+  return hash_identity(identity);
+}
+
+std::string MeasurementRecord::failure_key(const Code& code) {
+  return hash_identity(measurement_identity(code, "failure"));
+}
+
+std::string MeasurementRecord::compute_cache_key() const {
+  const Code code{topology_hash, kernel_id, kernel_revision, candidate.schedule, source_hash};
+  return is_failure() ? failure_key(code) : timing_key(code, problem);
+}
+
+Result<MeasurementRecord> MeasurementRecord::create(Code code, std::string problem,
+                                                    CandidateRecord candidate,
+                                                    std::string recorded_at) {
+  MeasurementRecord record;
+  record.kernel_id = std::move(code.kernel_id);
+  record.kernel_revision = code.kernel_revision;
+  record.topology_hash = std::move(code.topology_hash);
+  record.source_hash = std::move(code.source_hash);
+  record.problem = std::move(problem);
+  record.candidate = std::move(candidate);
+  record.candidate.schedule = std::move(code.schedule);
+  record.recorded_at = std::move(recorded_at);
+  record.cache_key = record.compute_cache_key();
+  if (auto broken = record.broken_invariant()) {
+    return invariant_error(*broken, "measurement", record.kernel_id);
+  }
+  return record;
+}
+
+std::optional<BrokenInvariant> MeasurementRecord::broken_invariant() const {
+  if (auto broken = broken_kernel_id(kernel_id)) return broken;
+  if (auto broken = broken_topology_hash(topology_hash, "topology_hash")) return broken;
+  if (!is_hex_digest(source_hash)) {
+    return BrokenInvariant{"source_hash", "The source hash (" + source_hash.substr(0, 80) +
+                                              ") is not 64 hexadecimal characters."};
+  }
+  if (problem.empty()) return BrokenInvariant{"problem", "The problem is empty."};
+  if (auto broken = broken_candidate(candidate, "candidate")) return broken;
+  if (candidate.origin != CandidateRecord::Origin::kMeasured || candidate.finalist) {
+    return BrokenInvariant{"candidate",
+                           "A measurement is of a candidate measured here, not a finalist."};
+  }
+  if (auto broken = broken_timestamp(recorded_at, "recorded_at")) return broken;
+  return broken_cache_key(cache_key, compute_cache_key(), "outcome, kernel, topology and problem");
+}
+
+std::string utc_timestamp_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
 }
 
 }  // namespace wgsl_forge

@@ -44,7 +44,7 @@ TEST_F(ManifestCacheTest, TuningCacheRoundTripsByAdapterKey) {
   CandidateResult winner{schedule, ComparisonReport{1, 0, std::nullopt, 0.0, 0.0},
                          TimingSummary::from_samples(TimingSource::kSynthetic, samples).value()};
   TuningManifest manifest = TuningManifest::create(generated, testing::test_adapter(),
-                                                   TuningResult{1, 0, {}, winner, {winner}})
+                                                   testing::single_winner_result(winner))
                                 .value();
   ManifestCache cache(cache_root());
   fs::path first_path = cache.store_tuning(manifest).value();
@@ -68,6 +68,71 @@ TEST_F(ManifestCacheTest, RandomManifestsRoundTripThroughTheDisk) {
     EXPECT_EQ(cache.load_certification(*certification.cache_key).value(),
               std::optional(certification));
   }
+}
+
+TEST_F(ManifestCacheTest, MeasurementsRoundTripAndAreVerifiedLikeEveryEntry) {
+  SCOPED_TRACE(trace());
+  ManifestCache cache(cache_root());
+  std::vector<MeasurementRecord> records;
+  for (int round = 0; round < 20; ++round) {
+    MeasurementRecord record = testing::random_measurement_record(random_);
+    const fs::path path = cache.store_measurement(record).value();
+    EXPECT_EQ(path, cache_root() / ("measurement-" + record.cache_key + ".json"));
+    EXPECT_EQ(cache.load_measurement(record.cache_key).value(), std::optional(record));
+    records.push_back(std::move(record));
+  }
+  const VerifyReport report = cache.verify().value();
+  EXPECT_TRUE(report.clean());
+  EXPECT_EQ(report.checks.size(), records.size());
+  for (const EntryCheck& check : report.checks) {
+    EXPECT_EQ(check.entry->kind, ManifestKind::kMeasurement);
+  }
+  // A measurement under another record's key belongs to neither.
+  const MeasurementRecord& first = records.front();
+  write_text(cache.path_for(ManifestKind::kMeasurement, records.back().cache_key),
+             serialize_manifest(first).value());
+  Result<std::optional<MeasurementRecord>> moved = cache.load_measurement(records.back().cache_key);
+  ASSERT_FALSE(moved.ok());
+  EXPECT_EQ(moved.error().kind(), ErrorKind::kCorruption);
+}
+
+TEST_F(ManifestCacheTest, ADamagedEntryIsReplacedWhereAValidOneIsAnImmutableCollision) {
+  SCOPED_TRACE(trace());
+  ManifestCache cache(cache_root());
+  // A certification of an older schema version, say: it reads as corrupt, and new evidence for
+  // the same kernel replaces it.
+  CertificationManifest certification = testing::random_certification_manifest(random_);
+  while (!certification.cache_key) {
+    certification = testing::random_certification_manifest(random_);
+  }
+  const fs::path path = cache.path_for(ManifestKind::kCertification, *certification.cache_key);
+  fs::create_directories(cache_root());
+  std::string old_version = serialize_manifest(certification).value();
+  old_version.replace(old_version.find("\"schema_version\": 2"), 19, "\"schema_version\": 1");
+  write_text(path, old_version);
+  EXPECT_EQ(cache.load_certification(*certification.cache_key).error().kind(),
+            ErrorKind::kCorruption);
+  EXPECT_EQ(cache.store_certification_replacing_damaged(certification).value(), path);
+  EXPECT_EQ(cache.load_certification(*certification.cache_key).value(),
+            std::optional(certification));
+  // A valid entry with other bytes stays, and the store is a collision.
+  CertificationManifest other = certification;
+  other.cases.front().seed ^= 1;
+  Result<fs::path> collision = cache.store_certification_replacing_damaged(other);
+  ASSERT_FALSE(collision.ok());
+  EXPECT_EQ(collision.error().kind(), ErrorKind::kCollision);
+  EXPECT_EQ(read_text(path), serialize_manifest(certification).value());
+
+  // The same for measurements, whatever the damage: a torn file, or a directory of its name.
+  MeasurementRecord record = testing::random_measurement_record(random_);
+  const fs::path record_path = cache.path_for(ManifestKind::kMeasurement, record.cache_key);
+  write_text(record_path, serialize_manifest(record).value().substr(0, 40));
+  EXPECT_EQ(cache.store_measurement(record).value(), record_path);
+  EXPECT_EQ(cache.load_measurement(record.cache_key).value(), std::optional(record));
+  fs::remove(record_path);
+  fs::create_directory(record_path);
+  EXPECT_FALSE(cache.store_measurement(record).ok());
+  EXPECT_TRUE(fs::is_directory(record_path));
 }
 
 TEST_F(ManifestCacheTest, InvalidKeysAreRefusedBeforeTouchingTheDisk) {

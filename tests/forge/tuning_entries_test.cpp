@@ -37,8 +37,7 @@ TuningManifest tuned_manifest(const kernels::KernelDefinition& kernel, const Sch
   TuningContext context;
   context.topology_hash = topology;
   context.problem_size = 5000;
-  return TuningManifest::create(generated, adapter, TuningResult{1, 0, {}, winner, {winner}},
-                                context)
+  return TuningManifest::create(generated, adapter, testing::single_winner_result(winner), context)
       .value();
 }
 
@@ -67,7 +66,7 @@ std::vector<HostileEdit> unusable_edits() {
       {"a winner with workgroup_size=7",
        [](TuningManifest& m) {
          m.result.winner.schedule.set("workgroup_size", 7);
-         m.result.finalists = {m.result.winner};
+         m.result = testing::single_winner_result(m.result.winner);
        },
        EntryHealth::kIllegalSchedule,
        "The tuning of affine_f32 has a winner that is not a legal schedule: Knob workgroup_size "

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "support/test_manifests.hpp"
+#include "wgsl_forge/hash.hpp"
 
 namespace wgsl_forge {
 namespace {
@@ -21,23 +22,24 @@ using testing::test_adapter;
 std::string canonical_dump(const json& document) { return document.dump(2) + "\n"; }
 
 TuningResult single_winner_result(const Schedule& schedule) {
-  CandidateResult winner = certified_candidate(schedule, 1000);
-  return TuningResult{1, 0, {}, winner, {winner}};
+  return testing::single_winner_result(certified_candidate(schedule, 1000));
 }
 
 TuningManifest full_tuning_manifest() {
   Schedule schedule = default_affine_schedule();
   TuningResult result = single_winner_result(schedule);
-  result.failures.push_back({Schedule({{"workgroup_size", 2048}}), FailureStage::kValidation,
-                             "Workgroup size (2048) exceeds maxComputeInvocationsPerWorkgroup"});
-  result.evaluated_candidates = 2;
-  result.rejected_candidates = 1;
+  result.candidates.push_back(
+      {Schedule({{"workgroup_size", 2048}}), CandidateRecord::Origin::kMeasured, std::nullopt,
+       CandidateRecord::Failure{FailureStage::kValidation,
+                                "Workgroup size (2048) exceeds maxComputeInvocationsPerWorkgroup"},
+       false});
   TuningContext context{std::string(64, 'c'),
                         1u << 20,
                         {"b", "a"},
                         certified_candidate(schedule, 2000),
                         {Schedule({{"workgroup_size", 128}})},
-                        "2^20"};
+                        "2^20",
+                        "2026-12-02T15:33:31Z"};
   return TuningManifest::create(affine_kernel(schedule), test_adapter(), result, context).value();
 }
 
@@ -59,7 +61,41 @@ TEST(ManifestJsonTest, RandomManifestsRoundTripToEqualValuesAndIdenticalBytes) {
     ASSERT_TRUE(parsed_certification.ok()) << parsed_certification.error().to_string();
     EXPECT_EQ(*parsed_certification, certification);
     EXPECT_EQ(serialize_manifest(*parsed_certification).value(), bytes);
+
+    MeasurementRecord measurement = testing::random_measurement_record(random);
+    bytes = serialize_manifest(measurement).value();
+    Result<MeasurementRecord> parsed_measurement = parse_measurement_record(bytes);
+    ASSERT_TRUE(parsed_measurement.ok()) << parsed_measurement.error().to_string();
+    EXPECT_EQ(*parsed_measurement, measurement);
+    EXPECT_EQ(serialize_manifest(*parsed_measurement).value(), bytes);
   }
+}
+
+TEST(ManifestJsonTest, AMeasurementBelongsToTheKeyOfItsOutcome) {
+  std::mt19937_64 random(testing::test_seed());
+  MeasurementRecord record = testing::random_measurement_record(random);
+  MeasurementRecord::Code code{record.topology_hash, record.kernel_id, record.kernel_revision,
+                               record.candidate.schedule, record.source_hash};
+  const std::string timing_key = MeasurementRecord::timing_key(code, record.problem);
+  const std::string failure_key = MeasurementRecord::failure_key(code);
+  EXPECT_NE(timing_key, failure_key);
+  EXPECT_EQ(record.cache_key, record.is_failure() ? failure_key : timing_key);
+  // A timing is keyed by its problem; a failure is not: it counts at every size.
+  EXPECT_NE(timing_key, MeasurementRecord::timing_key(code, record.problem + "0"));
+  // Both are of the code that ran: other WGSL for the same schedule is another key.
+  MeasurementRecord::Code other_source = code;
+  other_source.source_hash = blake3_hex("other WGSL");
+  EXPECT_NE(failure_key, MeasurementRecord::failure_key(other_source));
+  // An outcome moved to the other kind's key, or marked a finalist, is refused.
+  MeasurementRecord moved = record;
+  moved.cache_key = record.is_failure() ? timing_key : failure_key;
+  Result<MeasurementRecord> parsed = parse_measurement_record(serialize_manifest(moved).value());
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_NE(parsed.error().message().find("cache key"), std::string::npos)
+      << parsed.error().message();
+  MeasurementRecord finalist = record;
+  finalist.candidate.finalist = true;
+  EXPECT_FALSE(parse_measurement_record(serialize_manifest(finalist).value()).ok());
 }
 
 TEST(ManifestJsonTest, SameValueGivesSameBytesWhateverTheConstructionOrder) {
@@ -177,16 +213,28 @@ TEST(ManifestJsonTest, EachMissingCertificationFieldIsAnErrorNamingIt) {
 }
 
 TEST(ManifestJsonTest, UnknownSchemaVersionIsNamed) {
-  // Version 1 is the tuning schema before size buckets: it is re-tuned, never reinterpreted.
-  for (int version : {1, 3}) {
+  // Version 1 is the tuning schema before size buckets, 2 before every candidate was kept: such
+  // entries are re-tuned, never reinterpreted.
+  for (int version : {1, 2, 4}) {
     json document = json::parse(serialize_manifest(full_tuning_manifest()).value());
     document["schema_version"] = version;
     Result<TuningManifest> parsed = parse_tuning_manifest(canonical_dump(document));
     ASSERT_FALSE(parsed.ok());
     EXPECT_EQ(parsed.error().message(),
               "Field 'schema_version' is " + std::to_string(version) +
-                  ", this wgsl-forge reads only version 2 (re-tune to replace the entry).");
+                  ", this wgsl-forge reads only version 3 (re-tune to replace the entry).");
   }
+  // Certification 1 had no runs per case.
+  std::mt19937_64 random(testing::test_seed());
+  json certification =
+      json::parse(serialize_manifest(testing::random_certification_manifest(random)).value());
+  certification["schema_version"] = 1;
+  Result<CertificationManifest> parsed =
+      parse_certification_manifest(canonical_dump(certification));
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.error().message(),
+            "Field 'schema_version' is 1, this wgsl-forge reads only version 2 (re-tune to replace "
+            "the entry).");
 }
 
 TEST(ManifestJsonTest, TheSizeBucketIsPartOfTheTuningIdentity) {
@@ -355,9 +403,29 @@ TEST(ManifestJsonTest, TheParserRefusesWhatCreateRefusesEvenWithRecomputedHashes
          m.source_hash = std::string(64, 'f');
        },
        "result.winner.oracle", true},
-      {"more rejected than evaluated candidates",
-       [](TuningManifest& m) { m.result.rejected_candidates = m.result.evaluated_candidates + 1; },
-       "result.rejected_candidates", true},
+      {"a candidate listed twice",
+       [](TuningManifest& m) { m.result.candidates.push_back(m.result.candidates.front()); },
+       "result.candidates[2]", true},
+      {"a candidate with neither a timing nor a failure",
+       [](TuningManifest& m) { m.result.candidates[1].failure.reset(); }, "result.candidates[1]",
+       true},
+      {"a candidate that failed before with a timing",
+       [](TuningManifest& m) {
+         m.result.candidates[1].origin = CandidateRecord::Origin::kFailedBefore;
+         m.result.candidates[1].timing = m.result.winner.timing;
+       },
+       "result.candidates[1]", true},
+      {"a finalist that is not marked as one",
+       [](TuningManifest& m) { m.result.candidates[0].finalist = false; }, "result.finalists[0]",
+       true},
+      {"a finalist that failed",
+       [](TuningManifest& m) {
+         m.result.candidates[0].failure =
+             CandidateRecord::Failure{FailureStage::kMismatch, "case 'n=1': element 0 is 3"};
+       },
+       "result.finalists[0]", true},
+      {"a time that is not UTC", [](TuningManifest& m) { m.context.tuned_at = "yesterday"; },
+       "context.tuned_at", true},
       {"unsorted toggles",
        [](TuningManifest& m) {
          m.context.toggles = {"b", "a"};

@@ -1,5 +1,6 @@
 #include "support/test_manifests.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <limits>
 #include <string>
@@ -103,7 +104,47 @@ CandidateResult random_candidate(std::mt19937_64& random, const Schedule& schedu
   return CandidateResult{schedule, report, TimingSummary::from_samples(source, samples).value()};
 }
 
+// A candidate record of any origin, with what that origin allows.
+CandidateRecord random_record(std::mt19937_64& random, const Schedule& schedule) {
+  CandidateRecord record;
+  record.schedule = schedule;
+  record.origin = static_cast<CandidateRecord::Origin>(random() % 3);
+  const bool failed = record.origin == CandidateRecord::Origin::kFailedBefore || random() % 2 == 0;
+  if (failed) {
+    record.failure = CandidateRecord::Failure{static_cast<FailureStage>(random() % 6),
+                                              "failed: " + random_text(random)};
+  }
+  if (record.origin != CandidateRecord::Origin::kFailedBefore && (!failed || random() % 2 == 0)) {
+    record.timing = random_candidate(random, schedule).timing;
+  }
+  return record;
+}
+
 }  // namespace
+
+TuningResult single_winner_result(const CandidateResult& winner) {
+  TuningResult result;
+  result.candidates = {
+      {winner.schedule, CandidateRecord::Origin::kMeasured, winner.timing, std::nullopt, true}};
+  result.winner = winner;
+  result.finalists = {winner};
+  return result;
+}
+
+MeasurementRecord random_measurement_record(std::mt19937_64& random) {
+  CandidateRecord candidate = random_record(random, random_schedule(random));
+  candidate.origin = CandidateRecord::Origin::kMeasured;
+  if (candidate.failure) candidate.timing.reset();
+  if (!candidate.failure && !candidate.timing) {
+    candidate.timing = random_candidate(random, candidate.schedule).timing;
+  }
+  MeasurementRecord::Code code{random_topology_hash(random), "affine_f32",
+                               static_cast<std::uint32_t>(random() % 10), candidate.schedule,
+                               blake3_hex(random_text(random))};
+  return MeasurementRecord::create(std::move(code), "n=" + std::to_string(random() % (1u << 30)),
+                                   std::move(candidate), "2026-12-02T15:33:31Z")
+      .value();
+}
 
 std::string random_topology_hash(std::mt19937_64& random) {
   return blake3_hex(std::to_string(random()));
@@ -115,13 +156,24 @@ TuningManifest random_tuning_manifest(std::mt19937_64& random) {
   generated.kernel_revision = static_cast<std::uint32_t>(random() % 10);
   TuningResult result;
   result.winner = random_candidate(random, winner_schedule);
-  result.finalists = {random_candidate(random, random_schedule(random)), result.winner};
-  for (std::uint64_t i = random() % 3; i > 0; --i) {
-    result.failures.push_back(CandidateFailure{
-        random_schedule(random), static_cast<FailureStage>(random() % 6), random_text(random)});
+  Schedule other = random_schedule(random);
+  while (other == winner_schedule) other.set("items_per_invocation", 1 << (random() % 8));
+  result.finalists = {random_candidate(random, other), result.winner};
+  for (const CandidateResult& finalist : result.finalists) {
+    result.candidates.push_back(random_record(random, finalist.schedule));
+    result.candidates.back().finalist = true;
+    if (result.candidates.back().origin == CandidateRecord::Origin::kFailedBefore)
+      result.candidates.back().origin = CandidateRecord::Origin::kResumed;
+    result.candidates.back().failure.reset();
+    result.candidates.back().timing = random_candidate(random, finalist.schedule).timing;
   }
-  result.evaluated_candidates = 2 + result.failures.size() + random() % 50;
-  result.rejected_candidates = result.failures.size();
+  for (std::uint64_t i = random() % 6; i > 0; --i) {
+    CandidateRecord record = random_record(random, random_schedule(random));
+    const bool seen =
+        std::any_of(result.candidates.begin(), result.candidates.end(),
+                    [&](const CandidateRecord& one) { return one.schedule == record.schedule; });
+    if (!seen) result.candidates.push_back(std::move(record));
+  }
   AdapterIdentity adapter{random_text(random),
                           static_cast<std::uint32_t>(random()),
                           static_cast<std::uint32_t>(random()),
@@ -135,6 +187,10 @@ TuningManifest random_tuning_manifest(std::mt19937_64& random) {
   if (random() % 2) context.toggles = {"timestamp_quantization=off", "disable_robustness"};
   if (random() % 2) context.baseline = random_candidate(random, default_affine_schedule());
   if (random() % 2) context.ties = {random_schedule(random)};
+  context.tuned_at = "20" + std::to_string(10 + random() % 90) + "-0" +
+                     std::to_string(1 + random() % 9) + "-1" + std::to_string(random() % 10) +
+                     "T0" + std::to_string(random() % 10) + ":1" + std::to_string(random() % 10) +
+                     ":5" + std::to_string(random() % 10) + "Z";
   return TuningManifest::create(generated, adapter, result, context).value();
 }
 
@@ -151,6 +207,7 @@ CertificationManifest random_certification_manifest(std::mt19937_64& random) {
     one_case.allowed_relative_error = 1e-6;
     one_case.report = random_report(random, random() % 4 != 0);
     if (random() % 8 == 0) one_case.failed_checks = {"output is not a permutation of the input"};
+    one_case.runs = 1 + static_cast<std::uint32_t>(random() % 3);
     cases.push_back(std::move(one_case));
   }
   std::optional<std::string> topology;

@@ -17,10 +17,13 @@ AdapterIdentity test_adapter();
 GeneratedKernel affine_kernel(const Schedule& schedule);
 Schedule default_affine_schedule();
 CandidateResult certified_candidate(const Schedule& schedule, std::uint64_t median_ns);
+// A search that measured one candidate, which won: its record, the finals and the winner.
+TuningResult single_winner_result(const CandidateResult& winner);
 
 // Random but coherent manifests: every field and every optional is exercised over many seeds.
 TuningManifest random_tuning_manifest(std::mt19937_64& random);
 CertificationManifest random_certification_manifest(std::mt19937_64& random);
+MeasurementRecord random_measurement_record(std::mt19937_64& random);
 std::string random_topology_hash(std::mt19937_64& random);
 
 }  // namespace wgsl_forge::testing
