@@ -436,7 +436,7 @@ TEST_F(ReplacementFaultTest, AnEntryAnotherWriterReplacedMeanwhileIsKept) {
       cache.replace_tuning_for_topology(topology_, old_.kernel_id, new_, before);
   ASSERT_FALSE(replaced.ok());
   EXPECT_EQ(replaced.error().kind(), ErrorKind::kCollision) << replaced.error().to_string();
-  EXPECT_NE(replaced.error().message().find("changed while this process was tuning"),
+  EXPECT_NE(replaced.error().message().find("changed while this process was writing it"),
             std::string::npos)
       << replaced.error().to_string();
   EXPECT_EQ(testing::read_text(entry), others_bytes);
