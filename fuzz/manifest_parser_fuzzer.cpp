@@ -1,5 +1,5 @@
-// libFuzzer target for the manifest parser: any bytes, as a tuning and as a certification
-// manifest. The parser must never crash, what it accepts must be exactly what serializing the
+// libFuzzer target for the manifest parser: any bytes, as a tuning manifest, a certification
+// manifest and a measurement record. The parser must never crash, what it accepts must be exactly what serializing the
 // parsed value writes (a manifest file has one spelling), and it must be a manifest create()
 // could have made (no broken invariant).
 
@@ -29,5 +29,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::string_view bytes(reinterpret_cast<const char*>(data), size);
   check_round_trip(wgsl_forge::parse_tuning_manifest(bytes), bytes);
   check_round_trip(wgsl_forge::parse_certification_manifest(bytes), bytes);
+  check_round_trip(wgsl_forge::parse_measurement_record(bytes), bytes);
   return 0;
 }

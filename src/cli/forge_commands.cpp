@@ -296,17 +296,22 @@ TextTable auto_tune_table() {
                     {"cases", Align::kRight}});
 }
 
+// The problem a tuning manifest's winner was timed at. GEMM problems are recorded as m * n * k
+// and tuned square.
+kernels::Problem tuned_problem(const kernels::KernelDefinition& kernel,
+                               const TuningManifest& manifest) {
+  const bool gemm = kernel.tuning_problem(false).m != 0;
+  const std::uint64_t recorded = manifest.context.problem_size;
+  return problem_of_size(kernel, gemm ? static_cast<std::uint64_t>(
+                                            std::llround(std::cbrt(static_cast<double>(recorded))))
+                                      : recorded)
+      .value();  // a recorded m * n * k has a cube root that fits u32
+}
+
 std::vector<std::string> row_cells(const kernels::KernelDefinition& kernel,
                                    const std::string& bucket, const TuningManifest& manifest,
                                    const char* status, std::size_t certified_cases) {
-  // GEMM problems are recorded as m * n * k and tuned square.
-  const bool gemm = kernel.tuning_problem(false).m != 0;
-  const std::uint64_t recorded = manifest.context.problem_size;
-  const kernels::Problem problem =
-      problem_of_size(kernel, gemm ? static_cast<std::uint64_t>(
-                                         std::llround(std::cbrt(static_cast<double>(recorded))))
-                                   : recorded)
-          .value();  // a recorded m * n * k has a cube root that fits u32
+  const kernels::Problem problem = tuned_problem(kernel, manifest);
   const double median = manifest.result.winner.timing.median_ns;
   std::optional<double> speedup = manifest.speedup_over_baseline();
   return {manifest.kernel_id,
@@ -326,19 +331,34 @@ const char* row_status_column(forge::AutoTuneRow::Status status) {
              : forge::auto_tune_status_name(status);
 }
 
+// A tuned row in JSON, with the field names and units of `bench --json` (problem, unit,
+// tuned_* and default_*), so that the two read alike.
 nlohmann::json row_json(const forge::AutoTuneRow& row) {
   nlohmann::json json = {
       {"kernel", row.kernel_id}, {"bucket", row.bucket}, {"certified_cases", row.certified_cases}};
   json["status"] = forge::auto_tune_status_name(row.status);
   if (!row.decision.empty()) json["decision"] = row.decision;
-  if (row.manifest) {
-    json["cache_key"] = row.manifest->cache_key;
-    json["winner"] = schedule_json(row.manifest->result.winner.schedule);
-    json["median_ns"] = row.manifest->result.winner.timing.median_ns;
-    json["timing_source"] = timing_source_name(row.manifest->result.winner.timing.source);
-    json["problem_size"] = row.manifest->context.problem_size;
-    if (auto speedup = row.manifest->speedup_over_baseline())
-      json["speedup_over_default"] = *speedup;
+  Result<const kernels::KernelDefinition*> kernel = kernels::find_kernel(row.kernel_id);
+  if (row.manifest && kernel) {
+    const TuningManifest& manifest = *row.manifest;
+    const kernels::Problem problem = tuned_problem(**kernel, manifest);
+    const CandidateResult& winner = manifest.result.winner;
+    const std::pair<double, std::string> rate =
+        forge::throughput(**kernel, problem, winner.timing.median_ns);
+    json["cache_key"] = manifest.cache_key;
+    json["problem"] = problem.to_string();
+    json["unit"] = rate.second;
+    json["tuned_schedule"] = schedule_json(winner.schedule);
+    json["tuned_median_ns"] = winner.timing.median_ns;
+    json["tuned_rate"] = rate.first;
+    json["timing_source"] = timing_source_name(winner.timing.source);
+    if (const std::optional<CandidateResult>& baseline = manifest.context.baseline) {
+      json["default_schedule"] = schedule_json(baseline->schedule);
+      json["default_median_ns"] = baseline->timing.median_ns;
+      json["default_rate"] =
+          forge::throughput(**kernel, problem, baseline->timing.median_ns).first;
+    }
+    if (auto speedup = manifest.speedup_over_baseline()) json["speedup_over_default"] = *speedup;
   }
   if (row.breakdown) json["time_breakdown_s"] = breakdown_json(*row.breakdown);
   if (!row.message.empty()) json["error"] = row.message;

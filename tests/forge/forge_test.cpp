@@ -725,6 +725,14 @@ TEST_F(ForgeCliTest, AutoTuneAllTwiceThenADamagedEntryThenStartUp) {
     rows.emplace(row["kernel"], row["bucket"]);
     EXPECT_EQ(row["status"], "tuned") << row.dump();
     EXPECT_GT(row["certified_cases"].get<int>(), 0) << row.dump();
+    // The fields and units of bench --json, schedules as objects.
+    EXPECT_TRUE(row["tuned_schedule"].is_object()) << row.dump();
+    EXPECT_TRUE(row["default_schedule"].is_object()) << row.dump();
+    EXPECT_GT(row["tuned_median_ns"].get<double>(), 0) << row.dump();
+    EXPECT_GT(row["tuned_rate"].get<double>(), 0) << row.dump();
+    EXPECT_GT(row["default_rate"].get<double>(), 0) << row.dump();
+    EXPECT_FALSE(row["problem"].get<std::string>().empty()) << row.dump();
+    EXPECT_FALSE(row["unit"].get<std::string>().empty()) << row.dump();
   }
   EXPECT_EQ(rows, expected_rows) << "one row per (kernel, size bucket)";
   ASSERT_EQ(report["kernels"].size(), expected_rows.size());

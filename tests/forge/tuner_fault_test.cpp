@@ -1,6 +1,7 @@
 // The tuner facing candidates that misbehave on the real adapter: one that does not compile, one
 // that fails pipeline validation, one that runs far longer than the watchdog allows, one that
-// computes a wrong answer; and a device that is lost in the middle of a search.
+// computes a wrong answer; a device that is lost in the middle of a search, and the search that
+// resumes from what it measured; a schedule that failed here once.
 
 #include <gtest/gtest.h>
 
@@ -13,6 +14,7 @@
 #include "support/temp_dir.hpp"
 #include "support/test_manifests.hpp"
 #include "wgsl_forge/forge.hpp"
+#include "wgsl_forge/manifest_json.hpp"
 
 namespace wgsl_forge {
 namespace {
@@ -216,6 +218,117 @@ TEST(TunerFaultTest, ALostDeviceEndsTheSearchAndPublishesNothing) {
     }
     EXPECT_EQ(published_entries(cache), 0u);
   }
+}
+
+TEST(TunerFaultTest, AnInterruptedTuneResumesFromWhatItMeasured) {
+  const kernels::KernelDefinition& affine = *kernels::find_kernel("affine_f32").value();
+  testing::TempDir temp;
+  ManifestCache cache(temp.path());
+  forge::TuneOptions options;
+  options.budget = 5;
+  options.seed = testing::test_seed();
+  options.journal = &cache;
+  kernels::Problem problem;
+  problem.elements = 1 << 16;
+  options.problem = problem;
+
+  // The first tune loses its device while the third candidate is timed: what was measured
+  // before stays in the journal.
+  std::set<std::string> timed_before;
+  {
+    auto device = gpu::Device::open(gpu::RuntimeOptions{}).value();
+    options.progress = [&](const forge::TuneProgress& step) {
+      if (step.stage == "timed") timed_before.insert(step.schedule->to_string());
+      if (step.candidate == 3 && step.stage == "timing") {
+        ASSERT_TRUE(device->force_loss_for_testing("simulated driver reset").ok());
+      }
+    };
+    Result<forge::TuneOutcome> interrupted = forge::tune(*device, affine, options);
+    ASSERT_FALSE(interrupted.ok()) << "seed " << options.seed;
+    EXPECT_EQ(interrupted.error().kind(), ErrorKind::kDeviceLost)
+        << interrupted.error().to_string();
+  }
+  ASSERT_FALSE(timed_before.empty()) << "seed " << options.seed;
+
+  // The second resumes them (reported, not timed again) and measures only the rest.
+  auto device = gpu::Device::open(gpu::RuntimeOptions{}).value();
+  std::set<std::string> resumed;
+  std::set<std::string> timed_again;
+  options.progress = [&](const forge::TuneProgress& step) {
+    if (step.stage == "resumed") resumed.insert(step.schedule->to_string());
+    if (step.stage == "timing") timed_again.insert(step.schedule->to_string());
+  };
+  Result<forge::TuneOutcome> outcome = forge::tune(*device, affine, options);
+  ASSERT_TRUE(outcome.ok()) << outcome.error().to_string() << ", seed " << options.seed;
+  EXPECT_EQ(resumed, timed_before) << "seed " << options.seed;
+  for (const std::string& schedule : timed_before) {
+    EXPECT_FALSE(timed_again.contains(schedule)) << schedule << " was timed again";
+  }
+  std::size_t resumed_records = 0;
+  for (const CandidateRecord& record : outcome->manifest.result.candidates) {
+    if (record.origin == CandidateRecord::Origin::kResumed) {
+      ++resumed_records;
+      EXPECT_TRUE(timed_before.contains(record.schedule.to_string()))
+          << record.schedule.to_string();
+      EXPECT_TRUE(record.timing.has_value());
+    }
+  }
+  EXPECT_EQ(resumed_records, timed_before.size());
+  // The winner was certified as a published winner is: three rounds, every case run twice.
+  EXPECT_TRUE(forge::certified_as_winner(outcome->certification))
+      << serialize_manifest(outcome->certification).value();
+}
+
+TEST(TunerFaultTest, AScheduleThatFailedBeforeIsNeverRunNorPublished) {
+  const kernels::KernelDefinition& affine = *kernels::find_kernel("affine_f32").value();
+  auto device = gpu::Device::open(gpu::RuntimeOptions{}).value();
+  testing::TempDir temp;
+  ManifestCache cache(temp.path());
+  kernels::Problem problem;
+  problem.elements = 1 << 16;
+
+  // The default schedule, which every search tries first, failed here once (as a compaction
+  // schedule lost a store in one of four runs on the H200).
+  const Schedule doomed = affine.default_schedule();
+  const GeneratedKernel generated =
+      kernels::generate_builtin(affine, doomed, TargetBackend::kWgsl,
+                                forge::capabilities_of(device->adapter()))
+          .value();
+  const MeasurementRecord::Code code{device->adapter().topology_hash, std::string(affine.id()),
+                                     affine.revision(), doomed, generated.source_hash};
+  const CandidateRecord failed{
+      doomed, CandidateRecord::Origin::kMeasured, std::nullopt,
+      CandidateRecord::Failure{FailureStage::kMismatch, "a lost store in one run of four"}, false};
+  const MeasurementRecord record =
+      MeasurementRecord::create(code, "n=7", failed, utc_timestamp_now()).value();
+  ASSERT_TRUE(cache.store_measurement(record).ok());
+
+  forge::TuneOptions options;
+  options.budget = 3;
+  options.seed = testing::test_seed();
+  options.journal = &cache;
+  options.problem = problem;
+  std::set<std::string> ran;
+  std::set<std::string> failed_before;
+  options.progress = [&](const forge::TuneProgress& step) {
+    if (step.stage == "timing" || step.stage == "timed") ran.insert(step.schedule->to_string());
+    if (step.stage == "failed before") failed_before.insert(step.schedule->to_string());
+  };
+  Result<forge::TuneOutcome> outcome = forge::tune(*device, affine, options);
+  ASSERT_TRUE(outcome.ok()) << outcome.error().to_string() << ", seed " << options.seed;
+  EXPECT_EQ(failed_before, std::set<std::string>{doomed.to_string()});
+  EXPECT_FALSE(ran.contains(doomed.to_string())) << "a schedule that failed before ran again";
+  EXPECT_NE(outcome->manifest.result.winner.schedule, doomed);
+  bool recorded = false;
+  for (const CandidateRecord& candidate : outcome->manifest.result.candidates) {
+    if (candidate.schedule != doomed) continue;
+    recorded = true;
+    EXPECT_EQ(candidate.origin, CandidateRecord::Origin::kFailedBefore);
+    ASSERT_TRUE(candidate.failure.has_value());
+    EXPECT_EQ(candidate.failure->message, "a lost store in one run of four");
+    EXPECT_FALSE(candidate.finalist);
+  }
+  EXPECT_TRUE(recorded) << "the manifest keeps the earlier failure";
 }
 
 }  // namespace
