@@ -1,7 +1,7 @@
 // libFuzzer target for the manifest parser: any bytes, as a tuning manifest, a certification
-// manifest and a measurement record. The parser must never crash, what it accepts must be exactly what serializing the
-// parsed value writes (a manifest file has one spelling), and it must be a manifest create()
-// could have made (no broken invariant).
+// manifest and a measurement record. The parser must never crash, what it accepts must be exactly
+// what serializing the parsed value writes (a manifest file has one spelling), and it must be a
+// manifest create() could have made (no broken invariant).
 
 #include <cstddef>
 #include <cstdint>
