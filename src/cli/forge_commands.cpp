@@ -355,8 +355,7 @@ nlohmann::json row_json(const forge::AutoTuneRow& row) {
     if (const std::optional<CandidateResult>& baseline = manifest.context.baseline) {
       json["default_schedule"] = schedule_json(baseline->schedule);
       json["default_median_ns"] = baseline->timing.median_ns;
-      json["default_rate"] =
-          forge::throughput(**kernel, problem, baseline->timing.median_ns).first;
+      json["default_rate"] = forge::throughput(**kernel, problem, baseline->timing.median_ns).first;
     }
     if (auto speedup = manifest.speedup_over_baseline()) json["speedup_over_default"] = *speedup;
   }
