@@ -51,8 +51,9 @@ int run_report(const GlobalOptions& options, const ReportArguments& arguments) {
                  "KERNEL, tunes on this adapter).\n";
     return kExitRejected;
   }
+  // Kernels asked for by name that have no tuning; without names, the page lists them.
   for (const forge::KernelReport& kernel : report->kernels) {
-    if (kernel.buckets.empty()) {
+    if (kernel.buckets.empty() && !selected.empty()) {
       std::cerr << "wgsl-forge: note: " << kernel.kernel_id << " has no tuning in the cache\n";
     }
   }

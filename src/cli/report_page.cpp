@@ -34,7 +34,7 @@ h4 { margin: 1em 0 0.3em; }
 table { border-collapse: collapse; font-size: 0.88em; margin: 0.4em 0; }
 th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: left; vertical-align: top; }
 th { background: #f0f0f0; }
-td.number { text-align: right; font-variant-numeric: tabular-nums; }
+td.number { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 code, pre { font-family: ui-monospace, monospace; font-size: 0.92em; }
 pre.message { white-space: pre-wrap; margin: 0.2em 0 0.6em; background: #fafafa;
               border: 1px solid #eee; padding: 0.3em; }
