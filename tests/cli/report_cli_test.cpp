@@ -187,6 +187,17 @@ TEST_F(ReportCliTest, NothingToReportIsAnErrorAndWritesNoPage) {
       << empty.output;
   EXPECT_FALSE(fs::exists(page));
 
+  // A damaged entry is named, not skipped silently, and is no tuning to report.
+  const fs::path damaged = cache_root() / ("tuning-" + std::string(64, 'e') + ".json");
+  fs::create_directories(cache_root());
+  testing::write_text(damaged, "{\"schema_version\": <script>");
+  const CommandResult corrupt = cli("report --html " + page.string());
+  EXPECT_EQ(corrupt.exit_code, 1) << corrupt.output;
+  EXPECT_NE(corrupt.output.find("wgsl-forge: warning: " + damaged.string() + ": "),
+            std::string::npos)
+      << corrupt.output;
+  EXPECT_FALSE(fs::exists(page));
+
   const CommandResult misspelled = cli("report affine_f3 --html " + page.string());
   EXPECT_EQ(misspelled.exit_code, 2);
   EXPECT_NE(misspelled.output.find("Unknown kernel 'affine_f3'; did you mean 'affine_f32'?"),

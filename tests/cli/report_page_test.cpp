@@ -209,6 +209,11 @@ TEST_F(ReportPageTest, EveryStripHasOneMarkPerCandidatePlacedByItsTime) {
             std::string::npos)
       << trace();
   EXPECT_EQ(count_of(page, "class=\"candidate-row\""), count) << trace();
+  // Self-contained: nothing is fetched and nothing runs.
+  for (const char* outside : {"http:", "https:", "src=", "href=\"/", "<link", "<script", "@import",
+                              "url(", "<img", "<iframe"}) {
+    EXPECT_EQ(page.find(outside), std::string::npos) << outside;
+  }
 }
 
 TEST_F(ReportPageTest, FailuresAreGroupedByStageWithTheirMessages) {
