@@ -67,8 +67,9 @@ struct TuningReport {
   };
   std::vector<Unreadable> unreadable;
 
-  // Tuning entries in all.
+  // Tuning entries in all, and the candidates their searches looked at.
   std::size_t bucket_count() const;
+  std::size_t candidate_count() const;
 };
 
 // Reads every tuning entry of `cache` (and each winner's certification and the journaled

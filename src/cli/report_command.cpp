@@ -68,14 +68,9 @@ int run_report(const GlobalOptions& options, const ReportArguments& arguments) {
   const std::string page = render_report_page(*report, kVersion);
   Status written = write_file_atomically(arguments.html, page, *posix_file_system());
   if (!written) return report_error(written.error());
-  std::size_t candidates = 0;
-  for (const forge::KernelReport& kernel : report->kernels) {
-    for (const forge::BucketReport& bucket : kernel.buckets) {
-      candidates += bucket.tuning.result.candidates.size();
-    }
-  }
-  std::cout << "wrote " << arguments.html << ": " << report->bucket_count() << " tuning entries, "
-            << candidates << " candidates, " << report->kernels.size() << " kernels\n";
+  std::cout << "wrote " << arguments.html << ": tuning entries " << report->bucket_count()
+            << ", candidates " << report->candidate_count() << ", kernels "
+            << report->kernels.size() << "\n";
   return kExitOk;
 }
 

@@ -572,16 +572,10 @@ std::string render_report_page(const forge::TuningReport& report, std::string_vi
          "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
          "<title>wgsl-forge tuning report</title><style>"
       << kStyle << "</style></head><body>";
-  std::size_t candidates = 0;
-  for (const forge::KernelReport& kernel : report.kernels) {
-    for (const forge::BucketReport& bucket : kernel.buckets) {
-      candidates += bucket.tuning.result.candidates.size();
-    }
-  }
   out << "<h1>wgsl-forge tuning report</h1><p class=\"meta\">Cache "
-      << escape_html(report.cache_root.string()) << ": " << report.bucket_count()
-      << " tuning entries of " << report.kernels.size() << " kernels, " << candidates
-      << " candidates.</p>";
+      << escape_html(report.cache_root.string()) << ": tuning entries " << report.bucket_count()
+      << ", candidates " << report.candidate_count() << ", kernels " << report.kernels.size()
+      << ".</p>";
   if (!report.unreadable.empty()) {
     out << "<section class=\"unreadable\"><h2>Files the report could not read</h2><ul>";
     for (const forge::TuningReport::Unreadable& file : report.unreadable) {
@@ -593,8 +587,12 @@ std::string render_report_page(const forge::TuningReport& report, std::string_vi
   out << "<nav><ul>";
   for (const forge::KernelReport& kernel : report.kernels) {
     out << "<li><a href=\"#" << anchor_of(kernel.kernel_id) << "\">"
-        << escape_html(kernel.kernel_id) << "</a>: " << kernel.buckets.size()
-        << " size buckets tuned</li>";
+        << escape_html(kernel.kernel_id) << "</a>: ";
+    if (kernel.buckets.empty()) out << "no tuning";
+    for (std::size_t i = 0; i < kernel.buckets.size(); ++i) {
+      out << (i == 0 ? "" : ", ") << escape_html(kernel.buckets[i].bucket);
+    }
+    out << "</li>";
   }
   out << "</ul></nav>";
   for (const forge::KernelReport& kernel : report.kernels) write_kernel(out, kernel);

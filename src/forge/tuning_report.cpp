@@ -88,6 +88,15 @@ std::size_t TuningReport::bucket_count() const {
   return count;
 }
 
+std::size_t TuningReport::candidate_count() const {
+  std::size_t count = 0;
+  for (const KernelReport& kernel : kernels) {
+    for (const BucketReport& bucket : kernel.buckets)
+      count += bucket.tuning.result.candidates.size();
+  }
+  return count;
+}
+
 Result<TuningReport> gather_tuning_report(
     const ManifestCache& cache, std::span<const kernels::KernelDefinition* const> kernels) {
   const std::span<const kernels::KernelDefinition* const> wanted =

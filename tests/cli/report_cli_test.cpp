@@ -111,7 +111,7 @@ TEST_F(ReportCliTest, ChromiumShowsEveryCandidateTheWinnerAndTheFailures) {
   journal_failure(affine, failing, topology, attack);
 
   const CommandResult tuned =
-      cli("auto-tune-all affine_f32 --budget 3 --sizes 2^16 --seed " + std::to_string(seed_));
+      cli("auto-tune-all affine_f32 --budget 2 --sizes 2^16 --seed " + std::to_string(seed_));
   ASSERT_EQ(tuned.exit_code, 0) << tuned.output << trace();
   const std::vector<TuningManifest> manifests = tunings();
   ASSERT_EQ(manifests.size(), 1u) << tuned.output;
@@ -119,7 +119,10 @@ TEST_F(ReportCliTest, ChromiumShowsEveryCandidateTheWinnerAndTheFailures) {
   const fs::path page = temp_.path() / "report.html";
   const CommandResult written = cli("report --copy-ceiling --samples 3 --html " + page.string());
   ASSERT_EQ(written.exit_code, 0) << written.output;
-  EXPECT_NE(written.output.find("1 tuning entries"), std::string::npos) << written.output;
+  EXPECT_NE(written.output.find("tuning entries 1, candidates " +
+                                std::to_string(manifests[0].result.candidates.size())),
+            std::string::npos)
+      << written.output;
   const std::string dom = rendered(page);
   ASSERT_NE(dom.find("</html>"), std::string::npos) << dom.substr(0, 2000);
 
@@ -147,6 +150,25 @@ TEST_F(ReportCliTest, ChromiumShowsEveryCandidateTheWinnerAndTheFailures) {
     EXPECT_NE(section.find("<rect class=\"bar-ceiling\""), std::string::npos)
         << "--copy-ceiling measured the copy on this adapter";
   }
+  // The winner's certification, every case a row, seeds as the manifest has them.
+  ManifestCache cache(cache_root());
+  const std::vector<CacheEntry> entries = cache.list().value();
+  std::size_t certifications = 0;
+  for (const CacheEntry& entry : entries) {
+    if (entry.kind != ManifestKind::kCertification) continue;
+    ++certifications;
+    const CertificationManifest certification = *cache.load_certification(entry.key).value();
+    EXPECT_EQ(count_of(dom, "<tr class=\"case\">"), certification.cases.size());
+    EXPECT_NE(dom.find("certified</span>, " + std::to_string(certification.cases.size()) + " of " +
+                       std::to_string(certification.cases.size()) + " cases passed"),
+              std::string::npos);
+    for (const CertificationCase& one : certification.cases) {
+      EXPECT_NE(dom.find("<td class=\"number\">" + std::to_string(one.seed) + "</td>"),
+                std::string::npos)
+          << one.name;
+    }
+  }
+  EXPECT_EQ(certifications, 1u);
   // The journaled failure: a candidate of affine_f32's search, shown under its stage as text.
   ASSERT_EQ(manifests[0].result.failures().size(), 1u);
   const std::size_t stage = dom.find("<section class=\"failure-stage\" data-stage=\"mismatch\">");
