@@ -479,8 +479,8 @@ void write_bucket(std::ostringstream& out, const forge::KernelReport& kernel,
   out << "<p class=\"adapter\">"
       << (bucket.problem ? escape_html(bucket.problem->to_string()) + ", " : std::string())
       << "adapter " << escape_html(tuning.adapter.name) << " ("
-      << escape_html(tuning.adapter.device_type) << ", " << escape_html(tuning.adapter.driver_info)
-      << "), topology "
+      << escape_html(tuning.adapter.device_type) << (tuning.adapter.driver_info.empty() ? "" : ", ")
+      << escape_html(tuning.adapter.driver_info) << "), topology "
       << escape_html(tuning.context.topology_hash.value_or("not recorded").substr(0, 16))
       << ", revision " << tuning.kernel_revision << ", tuned "
       << escape_html(tuning.context.tuned_at);
