@@ -7,6 +7,7 @@
 # Needs root (or sudo) the first time, for apt. What it installs:
 #   - the toolchain and libraries: g++, cmake, ninja, GoogleTest, Google Benchmark,
 #     nlohmann-json3-dev, libcli11-dev, librust-blake3-dev (BLAKE3's official C sources), clang-format;
+#   - for the ci preset, chromium (the report's test renders its page in it, headless);
 #   - Vulkan on the CPU: Mesa lavapipe (mesa-vulkan-drivers) and libvulkan1 from bookworm-backports
 #     (Dawn refuses the Mesa 22.3 of plain bookworm);
 #   - Dawn (WebGPU): `npm ci` of the pinned bun-webgpu-linux-x64 package (package-lock.json),
@@ -28,6 +29,8 @@ as_root() {
 packages=(g++ cmake ninja-build pkg-config git ca-certificates libgtest-dev libgmock-dev
           libbenchmark-dev nlohmann-json3-dev libcli11-dev librust-blake3-dev clang-format
           vulkan-tools python3)
+# The report's test renders its page in headless Chromium.
+[ "$preset" = ci ] && packages+=(chromium)
 # libFuzzer comes with clang's runtime libraries.
 [ "$preset" = fuzz ] && packages+=(clang libclang-rt-14-dev)
 backports_packages=(mesa-vulkan-drivers libvulkan1)

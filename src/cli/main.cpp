@@ -18,6 +18,7 @@
 #include "cli_support.hpp"
 #include "forge_commands.hpp"
 #include "kernel_commands.hpp"
+#include "report_command.hpp"
 #include "util/closest_match.hpp"
 #include "wgsl_forge/version.hpp"
 
@@ -117,6 +118,7 @@ int main(int argc, char** argv) {
   add_adapter_commands(app, options, run);
   add_kernel_commands(app, options, run);
   add_forge_commands(app, options, run);
+  add_report_command(app, options, run);
 
   try {
     app.parse(argc, argv);
