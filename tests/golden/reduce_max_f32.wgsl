@@ -28,7 +28,7 @@ fn vector_count() -> u32 { return params.n; }
 fn load(i: u32) -> Acc { return lift(x[i]); }
 
 var<workgroup> scratch: array<Acc, WG>;
-fn workgroup_reduce(value: Acc, local: u32, lane: u32) -> Acc {
+fn tree_reduce(value: Acc, local: u32) -> Acc {
   scratch[local] = value;
   workgroupBarrier();
   for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
@@ -37,6 +37,8 @@ fn workgroup_reduce(value: Acc, local: u32, lane: u32) -> Acc {
   }
   return scratch[0];
 }
+
+fn workgroup_reduce(value: Acc, local: u32, lane: u32) -> Acc { return tree_reduce(value, local); }
 
 struct Invocation {
   @builtin(workgroup_id) group: vec3u,
