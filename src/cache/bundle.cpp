@@ -167,7 +167,9 @@ Result<std::vector<EntryBytes>> parse_bundle(std::string_view bytes) {
   try {
     document = Json::parse(bytes.begin(), bytes.end());
   } catch (const Json::parse_error& error) {
-    return refused("It is not valid JSON (at byte " + std::to_string(error.byte) + " of " +
+    // The parser counts the end of the input as one byte past it.
+    return refused("It is not valid JSON (at byte " +
+                   std::to_string(std::min<std::size_t>(error.byte, bytes.size())) + " of " +
                    std::to_string(bytes.size()) + ").");
   }
   if (!document.is_object()) return refused("It is not a JSON object.");
