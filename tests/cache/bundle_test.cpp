@@ -176,6 +176,54 @@ TEST_F(BundleTest, ExportLeavesOutMeasurementsAndDamagedEntriesAndFiltersByKerne
   EXPECT_EQ(testing::read_text(bundle_path()), before);  // the old bundle is untouched
 }
 
+// What `cache list` prints: every entry read and summarized, a damaged one by its damage.
+TEST_F(BundleTest, DescribeSummarizesEveryKindAndNamesTheDamage) {
+  ManifestCache source(source_root());
+  const fs::path damaged = source.path_for(ManifestKind::kTuning, tunings_[2].cache_key);
+  std::string bytes = testing::read_text(damaged);
+  bytes[bytes.size() / 3] ^= 0x04;
+  testing::write_text(damaged, bytes);
+
+  Result<std::vector<DescribedEntry>> described = source.describe();
+  ASSERT_TRUE(described) << described.error().to_string();
+  ASSERT_EQ(described->size(), 9u);
+  std::map<ManifestKind, int> kinds;
+  for (const DescribedEntry& one : *described) {
+    EXPECT_EQ(one.stored_at.size(), 20u) << one.stored_at;  // 2026-12-02T15:33:31Z
+    if (one.entry.path == damaged) {
+      EXPECT_FALSE(one.summary);
+      EXPECT_FALSE(one.damage.empty());
+      continue;
+    }
+    ASSERT_TRUE(one.summary) << one.damage;
+    ++kinds[one.summary->kind];
+    EXPECT_EQ(one.summary->key, one.entry.key);
+    for (const TuningManifest& manifest : tunings_) {
+      if (manifest.cache_key != one.entry.key) continue;
+      EXPECT_EQ(one.summary->kernel_id, manifest.kernel_id);
+      EXPECT_EQ(one.summary->kernel_revision, manifest.kernel_revision);
+      EXPECT_EQ(one.summary->bucket, manifest.context.bucket);
+      EXPECT_EQ(one.summary->schedule, manifest.result.winner.schedule);
+      EXPECT_EQ(one.summary->median_ns, manifest.result.winner.timing.median_ns);
+      EXPECT_EQ(one.summary->date, manifest.context.tuned_at);
+    }
+    for (const CertificationManifest& manifest : certifications_) {
+      if (manifest.cache_key != one.entry.key) continue;
+      EXPECT_EQ(one.summary->schedule, manifest.schedule);
+      EXPECT_EQ(one.summary->verdict, manifest.verdict);
+      EXPECT_EQ(one.summary->certification_cases, manifest.cases.size());
+      EXPECT_TRUE(one.summary->date.empty());
+    }
+    if (one.summary->kind == ManifestKind::kMeasurement) {
+      EXPECT_NE(one.summary->median_ns.has_value(), one.summary->failed_at.has_value());
+      EXPECT_TRUE(one.summary->problem.starts_with("n="));
+    }
+  }
+  EXPECT_EQ(kinds[ManifestKind::kTuning], 3);
+  EXPECT_EQ(kinds[ManifestKind::kCertification], 3);
+  EXPECT_EQ(kinds[ManifestKind::kMeasurement], 2);
+}
+
 TEST_F(BundleTest, EverySingleByteCorruptionIsRefusedAndStoresNothing) {
   for (int trial = 0; trial < 48; ++trial) {
     std::string damaged = bundle_;
