@@ -12,8 +12,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::string_view bytes(reinterpret_cast<const char*>(data), size);
-  wgsl_forge::Result<std::vector<wgsl_forge::EntryBytes>> entries =
-      wgsl_forge::parse_bundle(bytes);
+  wgsl_forge::Result<std::vector<wgsl_forge::EntryBytes>> entries = wgsl_forge::parse_bundle(bytes);
   if (!entries) {
     if (entries.error().message().empty()) std::abort();
     return 0;
