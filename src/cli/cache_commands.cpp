@@ -78,6 +78,8 @@ nlohmann::json list_row_json(const DescribedEntry& described) {
   row["revision"] = summary.kernel_revision;
   row["bucket"] = summary.kind == ManifestKind::kTuning ? nlohmann::json(size_text(summary))
                                                         : nlohmann::json(nullptr);
+  row["problem_size"] = summary.kind == ManifestKind::kTuning ? nlohmann::json(summary.problem_size)
+                                                              : nlohmann::json(nullptr);
   row["problem"] = summary.kind == ManifestKind::kMeasurement ? nlohmann::json(summary.problem)
                                                               : nlohmann::json(nullptr);
   row["schedule"] = summary.schedule.knobs();
