@@ -9,7 +9,7 @@
 #   asan  the whole test suite under AddressSanitizer + UndefinedBehaviorSanitizer, and leak
 #         checks on the tests that do not load Dawn
 #   tsan  the cache's tests (threads and forked writers) under ThreadSanitizer
-#   fuzz  the manifest parser under libFuzzer for 60 s (scripts/fuzz.sh)
+#   fuzz  the manifest parser under libFuzzer for 60 s, the bundle parser for 30 s (scripts/fuzz.sh)
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
@@ -18,7 +18,7 @@ stages=("$@")
 [ "${#stages[@]}" -eq 0 ] && stages=(ci asan tsan fuzz)
 
 # Tests that never load Dawn (model, cache, kernel definitions without a device).
-no_gpu_tests='^(Blake3Test|TimingSummaryTest|ManifestJsonTest|TuningManifestTest|CertificationManifestTest|ManifestCacheTest|CacheFaultTest|CacheRootResolutionTest|KernelCatalogTest|KernelCatalogGoldenTest|ReportPageTest)\.|manifest_parser'
+no_gpu_tests='^(Blake3Test|TimingSummaryTest|ManifestJsonTest|TuningManifestTest|CertificationManifestTest|ManifestCacheTest|CacheFaultTest|CacheRootResolutionTest|BundleTest|KernelCatalogTest|KernelCatalogGoldenTest|ReportPageTest)\.|manifest_parser|bundle_parser'
 
 for stage in "${stages[@]}"; do
   echo "[test] stage $stage"

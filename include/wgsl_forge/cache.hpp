@@ -90,6 +90,60 @@ struct CacheEntry {
   std::filesystem::path path;
 };
 
+// What an entry says about itself, for listing and for choosing entries by kernel.
+struct EntrySummary {
+  ManifestKind kind = ManifestKind::kTuning;
+  std::string key;
+  std::string kernel_id;
+  std::uint32_t kernel_revision = 0;
+  // Tuning: the size bucket's label (context.bucket), nullopt for the kernel's main bucket, and
+  // the problem size tuned at (0: not recorded).
+  std::optional<std::string> bucket;
+  std::uint64_t problem_size = 0;
+  // Measurement: the problem it ran ("n=1048576").
+  std::string problem;
+  // Tuning: the winner; certification: the schedule certified; measurement: the candidate.
+  Schedule schedule;
+  // Tuning: the winner's median; measurement: the candidate's, when it was timed.
+  std::optional<double> median_ns;
+  std::optional<FailureStage> failed_at;  // measurement of a failure: where it failed
+  std::optional<Verdict> verdict;         // certification
+  std::size_t certification_cases = 0;    // certification
+  // Tuning: tuned_at; measurement: recorded_at; certification: empty (a certification manifest
+  // records no date; ManifestCache::describe gives the time its file was stored).
+  std::string date;
+};
+
+// The checks every reader of the cache makes of an entry's bytes before it uses them, in one
+// place: the manifest of `kind` parses (canonical bytes, content hash, the invariants of its
+// create(); manifest_json.hpp) and belongs to `key` (its cache key, or for tuning the topology
+// key of its bucket). Bundles (bundle.hpp) check every entry with this. kCorruption or
+// kSerialization errors carry the cause, without a file name.
+Result<EntrySummary> check_entry_content(ManifestKind kind, std::string_view key,
+                                         std::string_view bytes);
+
+// An entry as bytes: what a store writes and a bundle carries.
+struct EntryBytes {
+  ManifestKind kind = ManifestKind::kTuning;
+  std::string key;  // 64 lowercase hexadecimal characters
+  std::string bytes;
+
+  bool operator==(const EntryBytes&) const = default;
+};
+
+// One file of the root named like an entry, read and checked.
+struct DescribedEntry {
+  CacheEntry entry;
+  std::optional<EntrySummary> summary;  // set when the entry is valid
+  std::string damage;                   // why it is not, when it is not
+  std::string stored_at;  // the file's modification time, UTC ("2026-12-02T15:33:31Z")
+};
+
+struct StoreAllReport {
+  std::size_t stored = 0;           // written by this call
+  std::size_t already_present = 0;  // the cache held the same bytes
+};
+
 enum class EntryHealth {
   kValid,       // parses and belongs to its key
   kCorrupt,     // an entry name whose content does not parse, breaks an invariant of its
@@ -215,6 +269,25 @@ class ManifestCache {
 
   // Entries by kind and key, in file name order, without reading them. A missing root is empty.
   Result<std::vector<CacheEntry>> list() const;
+  // Every entry, read and checked as a load checks it, in file name order; a damaged one is
+  // described by its damage, not an error. An error only when the root cannot be listed.
+  Result<std::vector<DescribedEntry>> describe() const;
+
+  // Stores every entry or none (a bundle's import, bundle.hpp). Each entry is checked with
+  // check_entry_content first, and compared with what the cache holds under its key: the same
+  // bytes count as already present, other bytes are a kCollision error (entries are immutable)
+  // and a damaged entry there a kCorruption error, both before anything is written; two entries
+  // with one kind and key are a kInvalidInput error. Then every new entry is written to its own
+  // temporary file and flushed, and only when all are written are they moved into place,
+  // without replacing anything, and the directory flushed. A failure at any step (a full disk,
+  // an I/O error, another writer that stored a different entry meanwhile) removes the temporary
+  // files and the entries this call moved into place, so that the cache is left as it was. A
+  // process killed while moving leaves some of the entries, each whole and valid; storing them
+  // again completes the set.
+  Result<StoreAllReport> store_all_or_none(const std::vector<EntryBytes>& entries) const;
+
+  // The file operations every store and read goes through.
+  const std::shared_ptr<FileSystem>& files() const { return files_; }
   // Reads every file in the root and says which are valid, corrupt, unreadable or foreign.
   Result<VerifyReport> verify() const;
 

@@ -85,6 +85,11 @@ Result<TuningManifest> parse_tuning_manifest(std::string_view bytes);
 Result<CertificationManifest> parse_certification_manifest(std::string_view bytes);
 Result<MeasurementRecord> parse_measurement_record(std::string_view bytes);
 
+// The deepest nesting of arrays and objects in `bytes`, found in one linear pass that skips
+// strings (a bracket inside a string, or an escaped quote, does not count): the check that runs
+// before any JSON parser sees untrusted bytes (manifests here, bundles in bundle.hpp).
+std::size_t json_nesting_depth(std::string_view bytes);
+
 // Canonical JSON of small values, for hashing and for the CLI's --json output.
 Result<std::string> canonical_json(const AdapterIdentity& adapter);
 Result<std::string> canonical_json(const Schedule& schedule);

@@ -5,13 +5,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <random>
+#include <ctime>
+#include <set>
+#include <utility>
 
+#include "cache/file_io.hpp"
 #include "util/try.hpp"
 #include "wgsl_forge/file_system.hpp"
 #include "wgsl_forge/hash.hpp"
@@ -20,122 +20,36 @@
 namespace wgsl_forge {
 
 namespace fs = std::filesystem;
+using file_io::errno_text;
+using file_io::FileDescriptor;
+using file_io::io_error;
+using file_io::is_temporary_name;
+using file_io::lowercase;
+using file_io::make_directories;
+using file_io::move_without_replacing;
+using file_io::temporary_name;
+using file_io::write_temporary;
+
+// What an entry's file must be: a manifest, at most kMaxManifestBytes (manifest_json.hpp).
+constexpr file_io::FileRole kEntryFile{"Cache entry", "a manifest", kMaxManifestBytes};
 
 namespace {
 
-std::string errno_text(int error_number) { return std::strerror(error_number); }
-
-Error io_error(const std::string& what, const fs::path& path, int error_number) {
-  return Error(ErrorKind::kIo,
-               "Cannot " + what + " " + path.string() + " (" + errno_text(error_number) + ").");
+// "2026-12-02T15:33:31Z", as TuningContext::tuned_at is written.
+std::string utc_time_text(time_t seconds) {
+  struct tm parts {};
+  gmtime_r(&seconds, &parts);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &parts);
+  return text;
 }
 
-std::string lowercase(std::string_view text) {
-  std::string lower(text);
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return lower;
-}
-
-// Closes a descriptor when it leaves scope; the store path closes explicitly to see the error.
-class FileDescriptor {
- public:
-  FileDescriptor(FileSystem& files, int fd) : files_(&files), fd_(fd) {}
-  FileDescriptor(FileDescriptor&& other) noexcept
-      : files_(other.files_), fd_(std::exchange(other.fd_, -1)) {}
-  FileDescriptor& operator=(FileDescriptor&&) = delete;
-  ~FileDescriptor() {
-    if (fd_ >= 0) files_->close(fd_);
-  }
-  int get() const { return fd_; }
-  // Closes now and reports what close() said (a deferred write error shows up here).
-  int close() {
-    int result = files_->close(std::exchange(fd_, -1));
-    return result == 0 ? 0 : errno;
-  }
-
- private:
-  FileSystem* files_;
-  int fd_;
-};
-
-Status write_all(FileSystem& files, int fd, std::string_view bytes, const fs::path& path) {
-  std::size_t written = 0;
-  while (written < bytes.size()) {
-    ssize_t count = files.write(fd, bytes.data() + written, bytes.size() - written);
-    if (count < 0 && errno == EINTR) continue;
-    if (count < 0) return io_error("write", path, errno);
-    if (count == 0) return io_error("write", path, ENOSPC);
-    written += static_cast<std::size_t>(count);
-  }
-  return Ok{};
-}
-
-// mkdir -p through `files`: creates the missing components from the top down. 0 or an errno.
-int make_directories(FileSystem& files, const fs::path& directory) {
-  if (files.mkdir(directory.c_str(), 0755) == 0 || errno == EEXIST) return 0;
-  if (errno != ENOENT || !directory.has_parent_path() || directory.parent_path() == directory) {
-    return errno;
-  }
-  if (int error = make_directories(files, directory.parent_path()); error != 0) return error;
-  if (files.mkdir(directory.c_str(), 0755) == 0 || errno == EEXIST) return 0;
-  return errno;
-}
-
-// What a file that is not a regular file is, for the error that refuses it.
-const char* file_type_name(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  return "of an unknown file type";
-}
-
-Error not_a_regular_file(const fs::path& path, const char* what) {
-  return Error(ErrorKind::kCorruption,
-               "Cache entry " + path.string() + " is " + what + ", not a regular file.");
-}
-
-// Reads a whole file. nullopt when it does not exist; kCorruption when it is not a regular file
-// or is implausibly large; kIo when the system refuses. O_NONBLOCK makes opening a FIFO return at
-// once instead of waiting for a writer (it changes nothing for a regular file), O_NOFOLLOW refuses
-// a symbolic link (ELOOP), and the type is then checked on the opened descriptor, so that nothing
-// swapped in between a check and the open can make a reader block.
+// Reads an entry's file (see file_io::read_regular_file); nullopt when there is none.
 Result<std::optional<std::string>> read_file(FileSystem& files, const fs::path& path) {
-  FileDescriptor fd(files,
-                    files.open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW, 0));
-  if (fd.get() < 0) {
-    if (errno == ENOENT) return std::optional<std::string>();
-    if (errno == ELOOP) return not_a_regular_file(path, "a symbolic link");
-    return io_error("open", path, errno);
-  }
-  struct stat status {};
-  if (files.fstat(fd.get(), &status) != 0) return io_error("inspect", path, errno);
-  if (!S_ISREG(status.st_mode)) return not_a_regular_file(path, file_type_name(status.st_mode));
-  // The size limit of manifest_json.hpp, checked before reading: a huge file costs no memory.
-  if (static_cast<std::uint64_t>(status.st_size) > kMaxManifestBytes) {
-    return Error(ErrorKind::kCorruption,
-                 "Cache entry " + path.string() + " is too large to be a manifest (" +
-                     std::to_string(status.st_size) + " bytes, the limit is " +
-                     std::to_string(kMaxManifestBytes) + ").");
-  }
-  std::string bytes;
-  bytes.reserve(static_cast<std::size_t>(status.st_size));
-  char buffer[65536];
-  while (true) {
-    ssize_t count = files.read(fd.get(), buffer, sizeof buffer);
-    if (count < 0 && errno == EINTR) continue;
-    if (count < 0) return io_error("read", path, errno);
-    if (count == 0) break;
-    bytes.append(buffer, static_cast<std::size_t>(count));
-    if (bytes.size() > kMaxManifestBytes) {  // it grew while being read
-      return Error(ErrorKind::kCorruption, "Cache entry " + path.string() +
-                                               " is too large to be a manifest (more than " +
-                                               std::to_string(kMaxManifestBytes) + " bytes).");
-    }
-  }
-  return std::optional<std::string>(std::move(bytes));
+  WF_TRY_ASSIGN(std::optional<file_io::FileContent> content,
+                file_io::read_regular_file(files, path, kEntryFile));
+  if (!content) return std::optional<std::string>();
+  return std::optional<std::string>(std::move(content->bytes));
 }
 
 Error corruption(const fs::path& path, const Error& cause) {
@@ -145,9 +59,11 @@ Error corruption(const fs::path& path, const Error& cause) {
                    "tune or certify again.");
 }
 
-// Parses an entry's bytes and checks that the manifest belongs to the key it is stored under.
+// The checks a reader makes of an entry's bytes before it uses them: the manifest parses (canonical
+// bytes, content hash, the invariants of its create()) and belongs to the key it is stored under.
+// The error is the cause alone; decode_entry names the file.
 template <typename Manifest>
-Result<Manifest> decode_entry(std::string_view key, const fs::path& path, const std::string& bytes);
+Result<Manifest> decode_content(std::string_view key, std::string_view bytes);
 
 bool tuning_belongs_to(const TuningManifest& manifest, std::string_view key) {
   if (manifest.cache_key == key) return true;
@@ -157,62 +73,100 @@ bool tuning_belongs_to(const TuningManifest& manifest, std::string_view key) {
 }
 
 template <>
-Result<TuningManifest> decode_entry<TuningManifest>(std::string_view key, const fs::path& path,
-                                                    const std::string& bytes) {
-  Result<TuningManifest> manifest = parse_tuning_manifest(bytes);
-  if (!manifest) return corruption(path, manifest.error());
-  if (!tuning_belongs_to(*manifest, key)) {
-    return corruption(
-        path, Error(ErrorKind::kCorruption,
-                    "It holds the tuning manifest of " + manifest->kernel_id + " with cache key " +
-                        manifest->cache_key +
-                        ", which belongs to neither this key nor the topology key of its bucket."));
+Result<TuningManifest> decode_content<TuningManifest>(std::string_view key,
+                                                      std::string_view bytes) {
+  WF_TRY_ASSIGN(TuningManifest manifest, parse_tuning_manifest(bytes));
+  if (!tuning_belongs_to(manifest, key)) {
+    return Error(ErrorKind::kCorruption,
+                 "It holds the tuning manifest of " + manifest.kernel_id + " with cache key " +
+                     manifest.cache_key +
+                     ", which belongs to neither this key nor the topology key of its bucket.");
   }
   return manifest;
 }
 
 template <>
-Result<CertificationManifest> decode_entry<CertificationManifest>(std::string_view key,
-                                                                  const fs::path& path,
-                                                                  const std::string& bytes) {
-  Result<CertificationManifest> manifest = parse_certification_manifest(bytes);
-  if (!manifest) return corruption(path, manifest.error());
-  if (manifest->cache_key != key) {
-    return corruption(
-        path, Error(ErrorKind::kCorruption, "It holds the certification manifest of " +
-                                                manifest->kernel_id + " with cache key " +
-                                                manifest->cache_key.value_or("null") + "."));
+Result<CertificationManifest> decode_content<CertificationManifest>(std::string_view key,
+                                                                    std::string_view bytes) {
+  WF_TRY_ASSIGN(CertificationManifest manifest, parse_certification_manifest(bytes));
+  if (manifest.cache_key != key) {
+    return Error(ErrorKind::kCorruption, "It holds the certification manifest of " +
+                                             manifest.kernel_id + " with cache key " +
+                                             manifest.cache_key.value_or("null") + ".");
   }
   return manifest;
 }
 
 template <>
-Result<MeasurementRecord> decode_entry<MeasurementRecord>(std::string_view key,
-                                                          const fs::path& path,
-                                                          const std::string& bytes) {
-  Result<MeasurementRecord> record = parse_measurement_record(bytes);
-  if (!record) return corruption(path, record.error());
-  if (record->cache_key != key) {
-    return corruption(
-        path, Error(ErrorKind::kCorruption, "It holds a measurement of " + record->kernel_id +
-                                                " with cache key " + record->cache_key + "."));
+Result<MeasurementRecord> decode_content<MeasurementRecord>(std::string_view key,
+                                                            std::string_view bytes) {
+  WF_TRY_ASSIGN(MeasurementRecord record, parse_measurement_record(bytes));
+  if (record.cache_key != key) {
+    return Error(ErrorKind::kCorruption, "It holds a measurement of " + record.kernel_id +
+                                             " with cache key " + record.cache_key + ".");
   }
   return record;
 }
 
+// decode_content, with a failure reported as the corruption of the file at `path`.
+template <typename Manifest>
+Result<Manifest> decode_entry(std::string_view key, const fs::path& path,
+                              const std::string& bytes) {
+  Result<Manifest> manifest = decode_content<Manifest>(key, bytes);
+  if (!manifest) return corruption(path, manifest.error());
+  return manifest;
+}
+
+EntrySummary summary_of(std::string_view key, const TuningManifest& manifest) {
+  EntrySummary summary;
+  summary.kind = ManifestKind::kTuning;
+  summary.key = std::string(key);
+  summary.kernel_id = manifest.kernel_id;
+  summary.kernel_revision = manifest.kernel_revision;
+  summary.bucket = manifest.context.bucket;
+  summary.problem_size = manifest.context.problem_size;
+  summary.schedule = manifest.result.winner.schedule;
+  summary.median_ns = manifest.result.winner.timing.median_ns;
+  summary.date = manifest.context.tuned_at;
+  return summary;
+}
+
+EntrySummary summary_of(std::string_view key, const CertificationManifest& manifest) {
+  EntrySummary summary;
+  summary.kind = ManifestKind::kCertification;
+  summary.key = std::string(key);
+  summary.kernel_id = manifest.kernel_id;
+  summary.kernel_revision = manifest.kernel_revision;
+  summary.schedule = manifest.schedule;
+  summary.verdict = manifest.verdict;
+  summary.certification_cases = manifest.cases.size();
+  return summary;
+}
+
+EntrySummary summary_of(std::string_view key, const MeasurementRecord& record) {
+  EntrySummary summary;
+  summary.kind = ManifestKind::kMeasurement;
+  summary.key = std::string(key);
+  summary.kernel_id = record.kernel_id;
+  summary.kernel_revision = record.kernel_revision;
+  summary.problem = record.problem;
+  summary.schedule = record.candidate.schedule;
+  if (record.candidate.timing) summary.median_ns = record.candidate.timing->median_ns;
+  if (record.candidate.failure) summary.failed_at = record.candidate.failure->stage;
+  summary.date = record.recorded_at;
+  return summary;
+}
+
+template <typename Manifest>
+Result<EntrySummary> summarize_content(std::string_view key, std::string_view bytes) {
+  WF_TRY_ASSIGN(Manifest manifest, decode_content<Manifest>(key, bytes));
+  return summary_of(key, manifest);
+}
+
 Status check_entry(ManifestKind kind, std::string_view key, const fs::path& path,
                    const std::string& bytes) {
-  switch (kind) {
-    case ManifestKind::kTuning:
-      WF_TRY(decode_entry<TuningManifest>(key, path, bytes));
-      break;
-    case ManifestKind::kCertification:
-      WF_TRY(decode_entry<CertificationManifest>(key, path, bytes));
-      break;
-    case ManifestKind::kMeasurement:
-      WF_TRY(decode_entry<MeasurementRecord>(key, path, bytes));
-      break;
-  }
+  Result<EntrySummary> checked = check_entry_content(kind, key, bytes);
+  if (!checked) return corruption(path, checked.error());
   return Ok{};
 }
 
@@ -249,45 +203,6 @@ Result<std::vector<fs::directory_entry>> files_in(const fs::path& root) {
   return files;
 }
 
-bool is_temporary_name(const std::string& name) {
-  return name.starts_with('.') && name.ends_with(".tmp");
-}
-
-// A name no other writer can pick: "." + what + process id, a per-process sequence and random
-// bits (the sequence alone repeats across processes that share a pid namespace) + ".tmp", which
-// is_temporary_name recognises.
-std::string temporary_name(std::string_view what) {
-  static std::atomic<std::uint64_t> sequence{0};
-  thread_local std::mt19937_64 random_bits{std::random_device{}()};
-  char random_hex[17];
-  std::snprintf(random_hex, sizeof random_hex, "%016llx",
-                static_cast<unsigned long long>(random_bits()));
-  return "." + std::string(what) + "." + std::to_string(::getpid()) + "." +
-         std::to_string(sequence.fetch_add(1)) + "." + random_hex + ".tmp";
-}
-
-// Moves `from` to `to` unless `to` exists (EEXIST then). renameat2(RENAME_NOREPLACE) where the
-// file system has it, else a hard link (which also refuses to replace) followed by an unlink; a
-// failed unlink then leaves only a temporary name behind, which readers ignore.
-int move_without_replacing(FileSystem& files, const fs::path& from, const fs::path& to) {
-  if (files.rename_no_replace(from.c_str(), to.c_str()) == 0) return 0;
-  if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP) return errno;
-  if (files.link(from.c_str(), to.c_str()) != 0) return errno;
-  files.unlink(from.c_str());
-  return 0;
-}
-
-// Writes `bytes` to a new file at `path` and flushes it to disk; on failure the file is gone.
-Status write_temporary(FileSystem& files, const fs::path& path, std::string_view bytes) {
-  FileDescriptor fd(files, files.open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-  if (fd.get() < 0) return io_error("create", path, errno);
-  Status written = write_all(files, fd.get(), bytes, path);
-  if (written && files.fsync(fd.get()) != 0) written = io_error("flush", path, errno);
-  if (int closed = fd.close(); written && closed != 0) written = io_error("close", path, closed);
-  if (!written) files.unlink(path.c_str());
-  return written;
-}
-
 }  // namespace
 
 const char* manifest_kind_name(ManifestKind kind) {
@@ -322,6 +237,19 @@ const char* entry_health_name(EntryHealth health) {
       return "source_mismatch";
   }
   return "unknown";
+}
+
+Result<EntrySummary> check_entry_content(ManifestKind kind, std::string_view key,
+                                         std::string_view bytes) {
+  switch (kind) {
+    case ManifestKind::kTuning:
+      return summarize_content<TuningManifest>(key, bytes);
+    case ManifestKind::kCertification:
+      return summarize_content<CertificationManifest>(key, bytes);
+    case ManifestKind::kMeasurement:
+      return summarize_content<MeasurementRecord>(key, bytes);
+  }
+  return Error(ErrorKind::kInvalidInput, "Unknown manifest kind.");
 }
 
 Status validate_cache_key(std::string_view key) {
@@ -655,6 +583,134 @@ Result<std::vector<CacheEntry>> ManifestCache::list() const {
   std::sort(entries.begin(), entries.end(),
             [](const CacheEntry& a, const CacheEntry& b) { return a.path < b.path; });
   return entries;
+}
+
+Result<std::vector<DescribedEntry>> ManifestCache::describe() const {
+  WF_TRY_ASSIGN(std::vector<CacheEntry> entries, list());
+  std::vector<DescribedEntry> described;
+  described.reserve(entries.size());
+  for (CacheEntry& entry : entries) {
+    DescribedEntry one;
+    Result<std::optional<file_io::FileContent>> content =
+        file_io::read_regular_file(*files_, entry.path, kEntryFile);
+    if (!content) {
+      one.damage = content.error().message();
+    } else if (!content->has_value()) {
+      one.damage = "The file disappeared while it was being read.";
+    } else {
+      one.stored_at = utc_time_text((*content)->modified.tv_sec);
+      Result<EntrySummary> summary = check_entry_content(entry.kind, entry.key, (*content)->bytes);
+      if (summary) {
+        one.summary = std::move(*summary);
+      } else {
+        one.damage = summary.error().message();
+      }
+    }
+    one.entry = std::move(entry);
+    described.push_back(std::move(one));
+  }
+  return described;
+}
+
+Result<StoreAllReport> ManifestCache::store_all_or_none(
+    const std::vector<EntryBytes>& entries) const {
+  std::set<std::pair<ManifestKind, std::string>> seen;
+  for (const EntryBytes& entry : entries) {
+    WF_TRY(validate_cache_key(entry.key));
+    const char* kind = manifest_kind_name(entry.kind);
+    if (!seen.emplace(entry.kind, lowercase(entry.key)).second) {
+      return Error(ErrorKind::kInvalidInput, "The " + std::string(kind) + " entry " + entry.key +
+                                                 " is given twice; a set of entries to store "
+                                                 "holds each kind and key once.");
+    }
+    if (Result<EntrySummary> checked =
+            check_entry_content(entry.kind, lowercase(entry.key), entry.bytes);
+        !checked) {
+      return Error(ErrorKind::kCorruption, "The " + std::string(kind) + " entry " + entry.key +
+                                               " is corrupt: " + checked.error().message());
+    }
+  }
+  const std::string attempt =
+      "storing " + std::to_string(entries.size()) + " entries in " + root_.string();
+  auto fail = [&](Error cause) -> Result<StoreAllReport> {
+    return std::move(cause).with_context(attempt + "; nothing was stored");
+  };
+  Result<Directory> directory = open_root_for_writing();
+  if (!directory) return fail(std::move(directory).error());
+  FileDescriptor directory_fd(*files_, directory->fd);
+
+  // Everything that could refuse the set is decided before anything is written.
+  StoreAllReport report;
+  std::vector<const EntryBytes*> missing;
+  for (const EntryBytes& entry : entries) {
+    std::optional<Result<fs::path>> outcome =
+        compare_with_existing(entry.kind, entry.key, entry.bytes);
+    if (!outcome) {
+      missing.push_back(&entry);
+    } else if (!*outcome) {
+      return fail(std::move(*outcome).error());
+    } else {
+      ++report.already_present;
+    }
+  }
+
+  // Every new entry is written and flushed before the first one appears, so that a full disk or
+  // an I/O error, the likely failures, leave no entry behind.
+  std::vector<fs::path> temporaries;
+  auto remove_temporaries_from = [&](std::size_t first) {
+    for (std::size_t i = first; i < temporaries.size(); ++i) files_->unlink(temporaries[i].c_str());
+  };
+  for (const EntryBytes* entry : missing) {
+    const fs::path temporary = root_ / temporary_name(std::string(manifest_kind_name(entry->kind)) +
+                                                      "-" + lowercase(entry->key));
+    if (Status written = write_temporary(*files_, temporary, entry->bytes); !written) {
+      remove_temporaries_from(0);
+      return fail(std::move(written).error());
+    }
+    temporaries.push_back(temporary);
+  }
+
+  // Undoes the moves of this call; what could not be undone is named in the error.
+  std::vector<fs::path> moved;
+  auto roll_back = [&](Error cause) -> Result<StoreAllReport> {
+    std::string left;
+    for (const fs::path& path : moved) {
+      if (files_->unlink(path.c_str()) != 0 && errno != ENOENT) {
+        left += (left.empty() ? "" : ", ") + path.string() + " (" + errno_text(errno) + ")";
+      }
+    }
+    files_->fsync(directory_fd.get());
+    if (left.empty()) return fail(std::move(cause));
+    return std::move(cause).with_context(attempt +
+                                         "; the entries it had stored were removed except " + left);
+  };
+  for (std::size_t i = 0; i < missing.size(); ++i) {
+    const EntryBytes& entry = *missing[i];
+    const fs::path final_path = path_for(entry.kind, entry.key);
+    const int move_error = move_without_replacing(*files_, temporaries[i], final_path);
+    if (move_error == 0) {
+      moved.push_back(final_path);
+      continue;
+    }
+    files_->unlink(temporaries[i].c_str());
+    std::optional<Result<fs::path>> outcome;
+    if (move_error == EEXIST) {
+      // Another writer stored this entry meanwhile: the same bytes are as good as ours.
+      outcome = compare_with_existing(entry.kind, entry.key, entry.bytes);
+      if (outcome && *outcome) {
+        ++report.already_present;
+        continue;
+      }
+    }
+    remove_temporaries_from(i + 1);
+    if (outcome) return roll_back(std::move(*outcome).error());
+    return roll_back(io_error("move into place", final_path, move_error));
+  }
+  if (files_->fsync(directory_fd.get()) != 0) {
+    return roll_back(io_error("flush directory", root_, errno));
+  }
+  report.stored = moved.size();
+  return report;
 }
 
 Result<VerifyReport> ManifestCache::verify() const {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <future>
 #include <iostream>
 #include <thread>
@@ -86,6 +87,15 @@ int report_error(const Error& error) {
       return kExitRuntime;
   }
   return kExitRuntime;
+}
+
+std::string format_time(double ns) {
+  char text[32];
+  if (ns >= 1e6)
+    std::snprintf(text, sizeof text, "%.2f ms", ns / 1e6);
+  else
+    std::snprintf(text, sizeof text, "%.1f us", ns / 1e3);
+  return text;
 }
 
 void TextTable::add_row(std::vector<std::string> cells) {

@@ -62,6 +62,9 @@ Result<ManifestCache> open_cache(const GlobalOptions& options, CacheUse use = Ca
 // ManifestCache::check_writable, with the flag that picks another directory in its message.
 Status check_cache_writable(const ManifestCache& cache);
 
+// A median for a table: "812.4 us", "3.07 ms".
+std::string format_time(double ns);
+
 // A table for a terminal: each column as wide as its widest cell (header included), numbers
 // right-aligned, two spaces between columns. A note is a line of its own under the row before it
 // (a re-tune's decision, a given schedule), indented, outside the columns.

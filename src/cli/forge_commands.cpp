@@ -101,15 +101,6 @@ Result<std::string> read_source(const fs::path& path) {
   return text;
 }
 
-std::string format_time(double ns) {
-  char text[32];
-  if (ns >= 1e6)
-    std::snprintf(text, sizeof text, "%.2f ms", ns / 1e6);
-  else
-    std::snprintf(text, sizeof text, "%.1f us", ns / 1e3);
-  return text;
-}
-
 // Progress on a terminal: one line rewritten in place; nothing when stderr is not a terminal.
 class ProgressLine {
  public:

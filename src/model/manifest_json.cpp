@@ -45,19 +45,7 @@ Result<std::string> serialize_manifest(const MeasurementRecord& record) {
                                      "the measurement record of " + record.kernel_id);
 }
 
-Result<std::string> canonical_json(const AdapterIdentity& adapter) {
-  return json_codec::dump_canonical(json_codec::encode(adapter), "an adapter identity");
-}
-
-Result<std::string> canonical_json(const Schedule& schedule) {
-  return json_codec::dump_canonical(json_codec::encode(schedule), "a schedule");
-}
-
-namespace {
-
-// The deepest nesting of arrays and objects in `bytes`, found in one pass that skips strings
-// (a bracket inside a string, or an escaped quote, does not count).
-std::size_t nesting_depth(std::string_view bytes) {
+std::size_t json_nesting_depth(std::string_view bytes) {
   std::size_t depth = 0;
   std::size_t deepest = 0;
   bool in_string = false;
@@ -80,6 +68,16 @@ std::size_t nesting_depth(std::string_view bytes) {
   return deepest;
 }
 
+Result<std::string> canonical_json(const AdapterIdentity& adapter) {
+  return json_codec::dump_canonical(json_codec::encode(adapter), "an adapter identity");
+}
+
+Result<std::string> canonical_json(const Schedule& schedule) {
+  return json_codec::dump_canonical(json_codec::encode(schedule), "a schedule");
+}
+
+namespace {
+
 // Parses bytes into a JSON object and checks the envelope shared by every manifest kind.
 Result<Json> parse_envelope(std::string_view bytes, std::string_view expected_kind,
                             std::uint32_t known_version) {
@@ -88,7 +86,7 @@ Result<Json> parse_envelope(std::string_view bytes, std::string_view expected_ki
                  "The manifest is too large (" + std::to_string(bytes.size()) +
                      " bytes, the limit is " + std::to_string(kMaxManifestBytes) + ").");
   }
-  if (std::size_t depth = nesting_depth(bytes); depth > kMaxManifestNesting) {
+  if (std::size_t depth = json_nesting_depth(bytes); depth > kMaxManifestNesting) {
     return Error(ErrorKind::kSerialization, "The manifest nests arrays and objects too deeply (" +
                                                 std::to_string(depth) + " levels, the limit is " +
                                                 std::to_string(kMaxManifestNesting) + ").");
