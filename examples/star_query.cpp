@@ -41,9 +41,9 @@ using namespace wgsl_forge;
 
 namespace {
 
-constexpr std::uint32_t kNations = 25;            // nation n belongs to region n / 5
-constexpr std::uint32_t kAsia = 2;                // the region the query keeps
-constexpr std::uint32_t kFirstYear = 1992;        // the date dimension spans 1992-1998
+constexpr std::uint32_t kNations = 25;      // nation n belongs to region n / 5
+constexpr std::uint32_t kAsia = 2;          // the region the query keeps
+constexpr std::uint32_t kFirstYear = 1992;  // the date dimension spans 1992-1998
 constexpr std::uint32_t kYears = 7;
 constexpr std::uint32_t kKeptYears[] = {1993, 1994, 1995};
 
@@ -162,12 +162,12 @@ class Columns {
   std::vector<std::unique_ptr<gpu::Buffer>> buffers_;
 };
 
-#define STAR_TRY(declaration, expression)       \
-  auto declaration##_result = (expression);     \
+#define STAR_TRY(declaration, expression)                               \
+  auto declaration##_result = (expression);                             \
   if (!declaration##_result) return fail(declaration##_result.error()); \
   auto declaration = std::move(declaration##_result).value()
 
-#define STAR_CHECK(expression)                          \
+#define STAR_CHECK(expression) \
   if (Status status_ = (expression); !status_) return fail(status_.error())
 
 }  // namespace
@@ -196,8 +196,8 @@ int main(int argc, char** argv) {
   const Schema schema = generate(rows, seed);
   std::vector<std::uint32_t> row_ids(rows);
   std::iota(row_ids.begin(), row_ids.end(), 0u);
-  std::vector<std::uint32_t> asian_nations, kept_years(std::begin(kKeptYears),
-                                                        std::end(kKeptYears));
+  std::vector<std::uint32_t> asian_nations,
+      kept_years(std::begin(kKeptYears), std::end(kKeptYears));
   for (std::uint32_t nation = 0; nation < kNations; ++nation) {
     if (nation / 5 == kAsia) asian_nations.push_back(nation);
   }
@@ -240,10 +240,9 @@ int main(int argc, char** argv) {
   const auto started = Clock::now();
   // 1. The dimensions filtered, both in one submission.
   STAR_TRY(filter, primitives.begin_batch());
-  STAR_CHECK(primitives.hash_join_u32(filter, u32(nation_list), u32(nation_list),
-                                      asian_nations.size(), u32(c_nation), u32(c_custkey),
-                                      customers, u32(asian_custkey), u32(asian_nation),
-                                      u32(customer_status)));
+  STAR_CHECK(primitives.hash_join_u32(
+      filter, u32(nation_list), u32(nation_list), asian_nations.size(), u32(c_nation),
+      u32(c_custkey), customers, u32(asian_custkey), u32(asian_nation), u32(customer_status)));
   STAR_CHECK(primitives.hash_join_u32(filter, u32(year_list), u32(year_list), kept_years.size(),
                                       u32(d_year), u32(d_datekey), dates, u32(kept_datekey),
                                       u32(kept_year), u32(date_status)));
@@ -266,10 +265,9 @@ int main(int argc, char** argv) {
                                    bits(dated_custkey), &by_customer));
   STAR_CHECK(primitives.gather_f32(bits(lo_revenue), rows, u32(dated_row), dated_rows,
                                    bits(dated_revenue), &by_customer));
-  STAR_CHECK(primitives.hash_join_u32(by_customer, u32(asian_custkey), u32(asian_nation),
-                                      asian_customers, u32(dated_custkey), u32(row_id),
-                                      dated_rows, u32(joined_position), u32(joined_nation),
-                                      u32(joined_status)));
+  STAR_CHECK(primitives.hash_join_u32(
+      by_customer, u32(asian_custkey), u32(asian_nation), asian_customers, u32(dated_custkey),
+      u32(row_id), dated_rows, u32(joined_position), u32(joined_nation), u32(joined_status)));
   STAR_CHECK(by_customer.submit_and_wait());
   STAR_TRY(joined_counts, columns.download<std::uint32_t>(*joined_status, 3));
   const std::uint32_t joined_rows = joined_counts[0];
@@ -301,8 +299,8 @@ int main(int argc, char** argv) {
     auto exact = expected.find(got_nation[i]);
     const bool found = exact != expected.end();
     const double m = found ? exact->second.rows : 0;
-    const double bound = m * 0x1p-24 / (1 - std::min(0.5, m * 0x1p-24)) *
-                         (found ? exact->second.magnitude : 0);
+    const double bound =
+        m * 0x1p-24 / (1 - std::min(0.5, m * 0x1p-24)) * (found ? exact->second.magnitude : 0);
     const bool row_right = found && got_rows[i] == exact->second.rows &&
                            std::abs(got_revenue[i] - exact->second.revenue) <= bound;
     right = right && row_right;

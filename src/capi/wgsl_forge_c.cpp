@@ -479,16 +479,16 @@ int wf_hash_join_u32(wf_context* context, wf_batch* batch, wf_column build_keys,
 }
 
 int wf_group_by_sum_f32(wf_context* context, wf_batch* batch, wf_column keys, wf_column values,
-                        uint64_t n, uint64_t max_groups, wf_column group_keys,
-                        wf_column group_sums, wf_column group_counts, wf_column groups) {
+                        uint64_t n, uint64_t max_groups, wf_column group_keys, wf_column group_sums,
+                        wf_column group_counts, wf_column groups) {
   return with_columns(
       context, batch,
       [&](wf_context& c, const WrappedColumn* col) -> Status {
         auto record = [&](forge::Batch& into) {
-          return c.primitives->group_by_sum_f32(
-              into, as<std::uint32_t>(col[0]), as<float>(col[1]), n, max_groups,
-              as<std::uint32_t>(col[2]), as<float>(col[3]), as<std::uint32_t>(col[4]),
-              as<std::uint32_t>(col[5]));
+          return c.primitives->group_by_sum_f32(into, as<std::uint32_t>(col[0]), as<float>(col[1]),
+                                                n, max_groups, as<std::uint32_t>(col[2]),
+                                                as<float>(col[3]), as<std::uint32_t>(col[4]),
+                                                as<std::uint32_t>(col[5]));
         };
         if (batch != nullptr) return record(batch->batch);
         WF_TRY_ASSIGN(forge::Batch own, c.primitives->begin_batch());
@@ -610,9 +610,10 @@ int wf_hash_join_u32_host(wf_context* context, const uint32_t* build_keys,
     }
     if (probe_n > 0 && (probe_keys == nullptr || probe_payloads == nullptr ||
                         pairs_probe == nullptr || pairs_build == nullptr)) {
-      return fail(c, "probe_keys, probe_payloads, pairs_probe or pairs_build is NULL with "
-                     "probe_n = " +
-                         std::to_string(probe_n) + ".");
+      return fail(c,
+                  "probe_keys, probe_payloads, pairs_probe or pairs_build is NULL with "
+                  "probe_n = " +
+                      std::to_string(probe_n) + ".");
     }
     Result<gpu::Buffer> buffers[6] = {
         upload(*c.device, build_keys, build_n * 4, build_n * 4, "build_keys"),
@@ -653,18 +654,17 @@ int wf_group_by_sum_f32_host(wf_context* context, const uint32_t* keys, const fl
                          std::to_string(n) + ".");
     }
     const std::size_t room = max_groups != 0 ? max_groups : n;
-    Result<gpu::Buffer> buffers[5] = {
-        upload(*c.device, keys, n * 4, n * 4, "keys"),
-        upload(*c.device, values, n * 4, n * 4, "values"),
-        upload(*c.device, nullptr, 0, room * 4, "group_keys"),
-        upload(*c.device, nullptr, 0, room * 4, "group_sums"),
-        upload(*c.device, nullptr, 0, room * 4, "group_counts")};
+    Result<gpu::Buffer> buffers[5] = {upload(*c.device, keys, n * 4, n * 4, "keys"),
+                                      upload(*c.device, values, n * 4, n * 4, "values"),
+                                      upload(*c.device, nullptr, 0, room * 4, "group_keys"),
+                                      upload(*c.device, nullptr, 0, room * 4, "group_sums"),
+                                      upload(*c.device, nullptr, 0, room * 4, "group_counts")};
     for (const Result<gpu::Buffer>& buffer : buffers) {
       if (!buffer) return fail(c, buffer.error());
     }
-    Result<std::uint64_t> count = c.primitives->group_by_sum_f32(
-        {&*buffers[0], 0}, {&*buffers[1], 0}, n, max_groups, {&*buffers[2], 0},
-        {&*buffers[3], 0}, {&*buffers[4], 0});
+    Result<std::uint64_t> count =
+        c.primitives->group_by_sum_f32({&*buffers[0], 0}, {&*buffers[1], 0}, n, max_groups,
+                                       {&*buffers[2], 0}, {&*buffers[3], 0}, {&*buffers[4], 0});
     if (!count) return fail(c, count.error());
     const std::size_t bytes = static_cast<std::size_t>(*count) * 4;
     for (auto [buffer, out] : {std::pair{&*buffers[2], static_cast<void*>(group_keys)},

@@ -486,11 +486,11 @@ int run_auto_tune(const GlobalOptions& options, const TuneArguments& arguments,
 struct BenchArguments {
   std::vector<std::string> kernels;
   std::uint64_t size = 0;
-  std::uint32_t bins = 0;  // histogram_u32's bin count; 0: the tuning problem's
+  std::uint32_t bins = 0;        // histogram_u32's bin count; 0: the tuning problem's
   std::uint64_t build_size = 0;  // hash_join_u32's build rows; 0: the tuning problem's
   std::uint64_t groups = 0;      // group_by_sum_f32's distinct keys; 0: the tuning problem's
-  std::string schedule;    // knobs to time instead of the tuned schedule (one kernel only)
-  std::string source;      // WGSL to time with that schedule's plan instead of its generated code
+  std::string schedule;          // knobs to time instead of the tuned schedule (one kernel only)
+  std::string source;  // WGSL to time with that schedule's plan instead of its generated code
   std::uint32_t samples = 20;
   bool json = false;
   bool passes = false;  // also time each pass of the tuned (else default) schedule

@@ -388,8 +388,7 @@ Result<std::uint64_t> Primitives::group_by_sum_f32(U32Column keys, F32Column val
   if (groups[0] > allowed || groups[1] != 0) {
     return Error(ErrorKind::kInvalidInput,
                  "The keys of group_by_sum_f32 hold more distinct values than max_groups (" +
-                     std::to_string(allowed) + "): " + std::to_string(groups[0]) +
-                     " found" +
+                     std::to_string(allowed) + "): " + std::to_string(groups[0]) + " found" +
                      (groups[1] != 0 ? ", and " + std::to_string(groups[1]) +
                                            " rows found no room in the table"
                                      : std::string()) +
@@ -398,10 +397,10 @@ Result<std::uint64_t> Primitives::group_by_sum_f32(U32Column keys, F32Column val
   return std::uint64_t{groups[0]};
 }
 
-Status Primitives::group_by_sum_f32(Batch& batch, U32Column keys, F32Column values,
-                                    std::uint64_t n, std::uint64_t max_groups,
-                                    U32Column group_keys, F32Column group_sums,
-                                    U32Column group_counts, U32Column groups) {
+Status Primitives::group_by_sum_f32(Batch& batch, U32Column keys, F32Column values, std::uint64_t n,
+                                    std::uint64_t max_groups, U32Column group_keys,
+                                    F32Column group_sums, U32Column group_counts,
+                                    U32Column groups) {
   return dispatch("group_by_sum_f32", group_problem(n, max_groups),
                   {{"keys", slice(keys)},
                    {"values", slice(values)},

@@ -316,10 +316,10 @@ std::vector<Schedule> KernelDefinition::schedule_space(const DeviceCapabilities&
 
 const std::vector<const KernelDefinition*>& builtin_kernels() {
   static const std::vector<const KernelDefinition*> kCatalog = {
-      &affine_f32_kernel(),           &reduce_sum_f32_kernel(), &reduce_min_f32_kernel(),
-      &reduce_max_f32_kernel(),       &reduce_sum_u32_kernel(), &scan_exclusive_u32_kernel(),
-      &compact_f32_kernel(),          &histogram_u32_kernel(),  &radix_sort_u32_kernel(),
-      &radix_sort_pairs_u32_kernel(), &gather_f32_kernel(),     &gemm_f32_kernel(),
+      &affine_f32_kernel(),           &reduce_sum_f32_kernel(),  &reduce_min_f32_kernel(),
+      &reduce_max_f32_kernel(),       &reduce_sum_u32_kernel(),  &scan_exclusive_u32_kernel(),
+      &compact_f32_kernel(),          &histogram_u32_kernel(),   &radix_sort_u32_kernel(),
+      &radix_sort_pairs_u32_kernel(), &gather_f32_kernel(),      &gemm_f32_kernel(),
       &hash_join_u32_kernel(),        &group_by_sum_f32_kernel()};
   return kCatalog;
 }

@@ -264,8 +264,8 @@ class GroupBySumF32 final : public KernelDefinition {
     const std::uint64_t bytes = std::uint64_t{knob(schedule, kLocalSlots)} * 12;
     if (bytes > device.max_workgroup_storage_size) {
       return Error(ErrorKind::kInvalidInput,
-                   "Knob local_slots (" + std::to_string(knob(schedule, kLocalSlots)) +
-                       ") needs " + std::to_string(bytes) +
+                   "Knob local_slots (" + std::to_string(knob(schedule, kLocalSlots)) + ") needs " +
+                       std::to_string(bytes) +
                        " bytes of workgroup memory, more than maxComputeWorkgroupStorageSize (" +
                        std::to_string(device.max_workgroup_storage_size) + ").");
     }
@@ -313,9 +313,8 @@ class GroupBySumF32 final : public KernelDefinition {
       constants.push_back({"LOCAL_PROBES", kLocalProbes, "slots a row searches there"});
     }
     return std::string(kLinearWorkgroupWgsl) + kParamsWgsl +
-           binding_declarations(wgsl_bindings(schedule)) + "\n" +
-           constant_declarations(constants) + kTableWgsl +
-           (local_slots != 0 ? kLocalAggregateWgsl : kGlobalAggregateWgsl);
+           binding_declarations(wgsl_bindings(schedule)) + "\n" + constant_declarations(constants) +
+           kTableWgsl + (local_slots != 0 ? kLocalAggregateWgsl : kGlobalAggregateWgsl);
   }
 
   Status check_problem(const Problem& problem) const override {
@@ -338,16 +337,16 @@ class GroupBySumF32 final : public KernelDefinition {
     const std::uint64_t capacity = table_capacity(max_groups, knob(schedule, kTableFactor));
     const std::uint64_t table_bytes = 12 * (capacity + 1);
     if (table_bytes > device.max_storage_binding_size) {
-      return Error(ErrorKind::kInvalidInput,
-                   "The hash table of " + std::to_string(max_groups) + " groups (" +
-                       std::to_string(table_bytes) +
-                       " bytes) exceeds maxStorageBufferBindingSize (" +
-                       std::to_string(device.max_storage_binding_size) + ").");
+      return Error(ErrorKind::kInvalidInput, "The hash table of " + std::to_string(max_groups) +
+                                                 " groups (" + std::to_string(table_bytes) +
+                                                 " bytes) exceeds maxStorageBufferBindingSize (" +
+                                                 std::to_string(device.max_storage_binding_size) +
+                                                 ").");
     }
     const std::uint64_t wg = knob(schedule, kWorkgroupSize);
     const std::map<std::uint32_t, std::string> buffers = {
-        {1, "keys"},         {2, "values"},       {3, "table"}, {4, "group_keys"},
-        {5, "group_sums"},   {6, "group_counts"}, {7, "groups"}};
+        {1, "keys"},       {2, "values"},       {3, "table"}, {4, "group_keys"},
+        {5, "group_sums"}, {6, "group_counts"}, {7, "groups"}};
     const std::vector<std::uint32_t> params = {static_cast<std::uint32_t>(n),
                                                static_cast<std::uint32_t>(capacity),
                                                static_cast<std::uint32_t>(max_groups)};
@@ -378,9 +377,9 @@ class GroupBySumF32 final : public KernelDefinition {
       Problem problem;
       problem.elements = n;
       problem.max_groups = max_groups;
-      cases.push_back({"n=" + std::to_string(n) + " max_groups=" + std::to_string(max_groups) +
-                           " " + profile,
-                       problem, profile});
+      cases.push_back(
+          {"n=" + std::to_string(n) + " max_groups=" + std::to_string(max_groups) + " " + profile,
+           problem, profile});
     };
     // The first profile is what the tuner and bench draw their inputs from.
     for (std::uint64_t n : edge_sizes(256, 1024)) add(n, 100, "groups");
@@ -395,8 +394,8 @@ class GroupBySumF32 final : public KernelDefinition {
     Problem many;
     many.elements = many_workgroups_size(256, 4, 128u << 20);
     many.max_groups = 4096;
-    cases.push_back({"many-workgroups max_groups=4096 n=" + std::to_string(many.elements), many,
-                     "groups"});
+    cases.push_back(
+        {"many-workgroups max_groups=4096 n=" + std::to_string(many.elements), many, "groups"});
     return cases;
   }
 
@@ -411,7 +410,8 @@ class GroupBySumF32 final : public KernelDefinition {
     if (profile == "one-group") distinct = 1;
     if (profile == "unique") distinct = n;
     if (profile == "too-many-groups") distinct = effective_max_groups(spec.problem) + 1;
-    const std::vector<std::uint32_t> pool = distinct_keys(std::max<std::size_t>(1, distinct), random);
+    const std::vector<std::uint32_t> pool =
+        distinct_keys(std::max<std::size_t>(1, distinct), random);
     std::vector<std::uint32_t> keys(n);
     if (profile == "unique" || profile == "too-many-groups") {
       for (std::size_t i = 0; i < n; ++i) {
@@ -450,10 +450,10 @@ class GroupBySumF32 final : public KernelDefinition {
     if (exact.size() > max_groups) {
       // More distinct keys than the call allows: the outputs must say so.
       if (groups[0] <= max_groups && groups[1] == 0) {
-        verdict.failed_checks.push_back(
-            std::to_string(exact.size()) + " distinct keys exceed max_groups (" +
-            std::to_string(max_groups) + ") but groups[0] is " + std::to_string(groups[0]) +
-            " and groups[1] is 0");
+        verdict.failed_checks.push_back(std::to_string(exact.size()) +
+                                        " distinct keys exceed max_groups (" +
+                                        std::to_string(max_groups) + ") but groups[0] is " +
+                                        std::to_string(groups[0]) + " and groups[1] is 0");
       }
       verdict.report.compared = 1;
       return verdict;

@@ -256,18 +256,18 @@ class HashJoinU32 final : public KernelDefinition {
   }
 
   std::vector<BufferSpec> buffer_specs() const override {
-    return {{"build_keys", ElementType::kU32, BufferRole::kInput, "build_n elements, at least 1"},
-            {"build_payloads", ElementType::kU32, BufferRole::kInput,
-             "build_n elements, at least 1"},
-            {"probe_keys", ElementType::kU32, BufferRole::kInput, "n elements, at least 1"},
-            {"probe_payloads", ElementType::kU32, BufferRole::kInput, "n elements, at least 1"},
-            {"pairs_probe", ElementType::kU32, BufferRole::kOutput, "n elements, at least 1"},
-            {"pairs_build", ElementType::kU32, BufferRole::kOutput, "n elements, at least 1"},
-            {"status", ElementType::kU32, BufferRole::kOutput,
-             "3 elements: pairs, repeated build rows, a repeated key"},
-            {"table", ElementType::kU32, BufferRole::kScratch,
-             "2 (capacity + 1) elements, capacity the power of two at least table_factor "
-             "build_n"}};
+    return {
+        {"build_keys", ElementType::kU32, BufferRole::kInput, "build_n elements, at least 1"},
+        {"build_payloads", ElementType::kU32, BufferRole::kInput, "build_n elements, at least 1"},
+        {"probe_keys", ElementType::kU32, BufferRole::kInput, "n elements, at least 1"},
+        {"probe_payloads", ElementType::kU32, BufferRole::kInput, "n elements, at least 1"},
+        {"pairs_probe", ElementType::kU32, BufferRole::kOutput, "n elements, at least 1"},
+        {"pairs_build", ElementType::kU32, BufferRole::kOutput, "n elements, at least 1"},
+        {"status", ElementType::kU32, BufferRole::kOutput,
+         "3 elements: pairs, repeated build rows, a repeated key"},
+        {"table", ElementType::kU32, BufferRole::kScratch,
+         "2 (capacity + 1) elements, capacity the power of two at least table_factor "
+         "build_n"}};
   }
 
   std::vector<std::string> entry_points(const Schedule&) const override {
@@ -305,16 +305,16 @@ class HashJoinU32 final : public KernelDefinition {
     const std::uint64_t capacity = table_capacity(build_n, knob(schedule, kTableFactor));
     const std::uint64_t table_bytes = 8 * (capacity + 1);
     if (table_bytes > device.max_storage_binding_size) {
-      return Error(ErrorKind::kInvalidInput,
-                   "The hash table of " + std::to_string(build_n) + " build rows (" +
-                       std::to_string(table_bytes) +
-                       " bytes) exceeds maxStorageBufferBindingSize (" +
-                       std::to_string(device.max_storage_binding_size) + ").");
+      return Error(ErrorKind::kInvalidInput, "The hash table of " + std::to_string(build_n) +
+                                                 " build rows (" + std::to_string(table_bytes) +
+                                                 " bytes) exceeds maxStorageBufferBindingSize (" +
+                                                 std::to_string(device.max_storage_binding_size) +
+                                                 ").");
     }
     const std::uint64_t wg = knob(schedule, kWorkgroupSize);
     const std::uint64_t rows = wg * knob(schedule, kRowsPerInvocation);
     const std::map<std::uint32_t, std::string> buffers = {
-        {1, "build_keys"}, {2, "build_payloads"}, {3, "probe_keys"}, {4, "probe_payloads"},
+        {1, "build_keys"}, {2, "build_payloads"}, {3, "probe_keys"},  {4, "probe_payloads"},
         {5, "table"},      {6, "pairs_probe"},    {7, "pairs_build"}, {8, "status"}};
     const std::vector<std::uint32_t> params = {static_cast<std::uint32_t>(n),
                                                static_cast<std::uint32_t>(build_n),
@@ -346,9 +346,9 @@ class HashJoinU32 final : public KernelDefinition {
       Problem problem;
       problem.elements = n;
       problem.build_elements = build_n;
-      cases.push_back({"build=" + std::to_string(build_n) + " n=" + std::to_string(n) + " " +
-                           profile,
-                       problem, profile});
+      cases.push_back(
+          {"build=" + std::to_string(build_n) + " n=" + std::to_string(n) + " " + profile, problem,
+           profile});
     };
     // The first profile is what the tuner and bench draw their inputs from.
     for (std::uint64_t n : edge_sizes(256, 1024)) add(1000, n, "half-match");
@@ -365,8 +365,8 @@ class HashJoinU32 final : public KernelDefinition {
     Problem many;
     many.elements = many_workgroups_size(256, 4, 128u << 20);
     many.build_elements = 1024;
-    cases.push_back({"many-workgroups build=1024 n=" + std::to_string(many.elements), many,
-                     "half-match"});
+    cases.push_back(
+        {"many-workgroups build=1024 n=" + std::to_string(many.elements), many, "half-match"});
     return cases;
   }
 
@@ -474,10 +474,10 @@ class HashJoinU32 final : public KernelDefinition {
                                       ", expected " + std::to_string(expected_probe.size()));
     }
     const std::size_t got = std::min<std::size_t>(count, n);
-    verdict.report =
-        compare_exact(as_words(sorted_pairs(expected_probe, expected_build)),
-                      as_words(sorted_pairs(from_bytes<std::uint32_t>(outputs.at("pairs_probe"), got),
-                                            from_bytes<std::uint32_t>(outputs.at("pairs_build"), got))));
+    verdict.report = compare_exact(
+        as_words(sorted_pairs(expected_probe, expected_build)),
+        as_words(sorted_pairs(from_bytes<std::uint32_t>(outputs.at("pairs_probe"), got),
+                              from_bytes<std::uint32_t>(outputs.at("pairs_build"), got))));
     return verdict;
   }
 

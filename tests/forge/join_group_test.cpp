@@ -155,9 +155,9 @@ TEST_F(JoinGroupTest, JoinsRunAndRecordedMatchTheCpu) {
   gpu::Buffer pairs_build = column_of(device_, std::vector<std::uint32_t>(probe_n));
   const auto expected = expected_pairs(input);
 
-  Result<std::uint64_t> count = primitives_.hash_join_u32(
-      {&build_keys}, {&build_payloads}, build_n, {&probe_keys}, {&probe_payloads}, probe_n,
-      {&pairs_probe}, {&pairs_build});
+  Result<std::uint64_t> count =
+      primitives_.hash_join_u32({&build_keys}, {&build_payloads}, build_n, {&probe_keys},
+                                {&probe_payloads}, probe_n, {&pairs_probe}, {&pairs_build});
   ASSERT_TRUE(count.ok()) << count.error().to_string() << " " << trace();
   ASSERT_EQ(*count, expected.size()) << trace();
   EXPECT_EQ(sorted_pairs(read<std::uint32_t>(device_, pairs_probe, *count),
@@ -173,15 +173,15 @@ TEST_F(JoinGroupTest, JoinsRunAndRecordedMatchTheCpu) {
   Result<forge::Batch> batch = primitives_.begin_batch();
   ASSERT_TRUE(batch.ok());
   ASSERT_TRUE(primitives_
-                  .hash_join_u32(*batch, {&build_keys}, {&build_payloads}, build_n,
-                                 {&probe_keys}, {&probe_payloads}, probe_n, {&pairs_probe},
-                                 {&pairs_build}, {&status})
+                  .hash_join_u32(*batch, {&build_keys}, {&build_payloads}, build_n, {&probe_keys},
+                                 {&probe_payloads}, probe_n, {&pairs_probe}, {&pairs_build},
+                                 {&status})
                   .ok());
   // Build payloads as probe keys: every pair whose build payload is itself a build key.
   ASSERT_TRUE(primitives_
-                  .hash_join_u32(*batch, {&build_keys}, {&build_payloads}, build_n,
-                                 {&pairs_build}, {&pairs_probe}, expected.size(), {&again_probe},
-                                 {&again_build}, {&again_status})
+                  .hash_join_u32(*batch, {&build_keys}, {&build_payloads}, build_n, {&pairs_build},
+                                 {&pairs_probe}, expected.size(), {&again_probe}, {&again_build},
+                                 {&again_status})
                   .ok());
   ASSERT_TRUE(batch->submit_and_wait().ok());
   EXPECT_EQ(read<std::uint32_t>(device_, status, 3),
@@ -213,9 +213,9 @@ TEST_F(JoinGroupTest, ARepeatedBuildKeyIsAnErrorNamingIt) {
   gpu::Buffer probe_payloads = column_of(device_, input.probe_payloads);
   gpu::Buffer pairs_probe = column_of(device_, std::vector<std::uint32_t>(1000));
   gpu::Buffer pairs_build = column_of(device_, std::vector<std::uint32_t>(1000));
-  Result<std::uint64_t> count = primitives_.hash_join_u32(
-      {&build_keys}, {&build_payloads}, build_n, {&probe_keys}, {&probe_payloads}, 1000,
-      {&pairs_probe}, {&pairs_build});
+  Result<std::uint64_t> count =
+      primitives_.hash_join_u32({&build_keys}, {&build_payloads}, build_n, {&probe_keys},
+                                {&probe_payloads}, 1000, {&pairs_probe}, {&pairs_build});
   ASSERT_FALSE(count.ok()) << trace();
   EXPECT_EQ(count.error().kind(), ErrorKind::kInvalidInput);
   EXPECT_EQ(count.error().message(),
@@ -253,9 +253,8 @@ TEST_F(JoinGroupTest, GroupBysFewAndManyGroupsMatchTheCpu) {
     gpu::Buffer group_keys = column_of(device_, std::vector<std::uint32_t>(distinct));
     gpu::Buffer group_sums = column_of(device_, std::vector<float>(distinct));
     gpu::Buffer group_counts = column_of(device_, std::vector<std::uint32_t>(distinct));
-    Result<std::uint64_t> groups =
-        primitives_.group_by_sum_f32({&key_column}, {&value_column}, n, distinct, {&group_keys},
-                                     {&group_sums}, {&group_counts});
+    Result<std::uint64_t> groups = primitives_.group_by_sum_f32(
+        {&key_column}, {&value_column}, n, distinct, {&group_keys}, {&group_sums}, {&group_counts});
     ASSERT_TRUE(groups.ok()) << groups.error().to_string() << " " << trace();
     expect_groups(expected, read<std::uint32_t>(device_, group_keys, *groups),
                   read<float>(device_, group_sums, *groups),
@@ -333,9 +332,8 @@ TEST_F(JoinGroupTest, CApiHostCallsJoinAndGroupAndReportErrors) {
   group_sums.resize(groups);
   group_counts.resize(groups);
   expect_groups(exact_groups(keys, values), group_keys, group_sums, group_counts, trace());
-  EXPECT_EQ(wf_group_by_sum_f32_host(context, keys.data(), values.data(), n, 10,
-                                     group_keys.data(), group_sums.data(), group_counts.data(),
-                                     &groups),
+  EXPECT_EQ(wf_group_by_sum_f32_host(context, keys.data(), values.data(), n, 10, group_keys.data(),
+                                     group_sums.data(), group_counts.data(), &groups),
             WF_ERROR_INVALID_INPUT);
   EXPECT_EQ(wf_group_by_sum_f32_host(context, nullptr, values.data(), n, 10, group_keys.data(),
                                      group_sums.data(), group_counts.data(), &groups),
