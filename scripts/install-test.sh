@@ -87,6 +87,7 @@ cmake -S "$repo_root/examples/consumer" -B "$work/consumer" -G Ninja -DCMAKE_BUI
 cmake --build "$work/consumer" -j "$jobs" >"$work/consumer-build.log" 2>&1 ||
   { cat "$work/consumer-build.log" >&2; fail "building examples/consumer"; }
 run_example "$work/consumer/database_startup"
+run_example "$work/consumer/star_query"
 if [ -f "$repo_root/examples/database_startup.c" ]; then
   run_example "$work/consumer/database_startup_c"
 fi

@@ -65,6 +65,11 @@ struct Problem {
   std::uint32_t m = 0;  // gemm_f32: C (m x n) = A (m x k) B (k x n)
   std::uint32_t n = 0;
   std::uint32_t k = 0;
+  // hash_join_u32: the build side's rows (n is the probe side's).
+  std::uint64_t build_elements = 0;
+  // group_by_sum_f32: the most distinct keys a call may find, which sizes its table and outputs
+  // (0: n); more is an error the call reports.
+  std::uint64_t max_groups = 0;
 
   std::string to_string() const;
 };

@@ -138,6 +138,35 @@ class Primitives {
   Result<std::uint32_t> sum_u32(U32Column x, std::uint64_t n);  // wrapping
   Status sum_u32(Batch& batch, U32Column x, std::uint64_t n, U32Column result);
 
+  // Inner equi-join of a build side (build_n keys, unique, with payloads) and a probe side
+  // (probe_n keys with payloads): for each probe row whose key is a build key, its payload to
+  // pairs_probe and the build row's payload to pairs_build (room for probe_n each), in no
+  // particular order; returns the number of pairs. A build key that occurs twice is an error
+  // naming the key.
+  Result<std::uint64_t> hash_join_u32(U32Column build_keys, U32Column build_payloads,
+                                      std::uint64_t build_n, U32Column probe_keys,
+                                      U32Column probe_payloads, std::uint64_t probe_n,
+                                      U32Column pairs_probe, U32Column pairs_build);
+  // Recorded: status[0] = the pairs, status[1] = build rows whose key repeats an earlier one
+  // (not 0: the pairs are unspecified), status[2] = one such key.
+  Status hash_join_u32(Batch& batch, U32Column build_keys, U32Column build_payloads,
+                       std::uint64_t build_n, U32Column probe_keys, U32Column probe_payloads,
+                       std::uint64_t probe_n, U32Column pairs_probe, U32Column pairs_build,
+                       U32Column status);
+  // GROUP BY keys[i], SUM(values[i]), COUNT(*) over rows [0, n): each distinct key once in
+  // group_keys, with its sum and row count (room for max_groups each; max_groups 0: n), in no
+  // particular order; returns the number of groups. More than max_groups distinct keys is an
+  // error. Sums are f32, added in an order that varies between runs (the error bound is in
+  // src/kernels/group_by_sum_f32.cpp).
+  Result<std::uint64_t> group_by_sum_f32(U32Column keys, F32Column values, std::uint64_t n,
+                                         std::uint64_t max_groups, U32Column group_keys,
+                                         F32Column group_sums, U32Column group_counts);
+  // Recorded: groups[0] = the distinct keys found, groups[1] = rows that found no room; more
+  // than max_groups when groups[0] > max_groups or groups[1] != 0.
+  Status group_by_sum_f32(Batch& batch, U32Column keys, F32Column values, std::uint64_t n,
+                          std::uint64_t max_groups, U32Column group_keys, F32Column group_sums,
+                          U32Column group_counts, U32Column groups);
+
  private:
   struct LoadedSchedule;
   struct LoadedKernel;
@@ -157,6 +186,12 @@ class Primitives {
   Result<std::uint32_t> dispatch_and_read(std::string_view kernel_id,
                                           const kernels::Problem& problem, Buffers buffers,
                                           const std::string& name);
+  // Runs and waits, then reads the first `words` 4-byte words of output `name`.
+  Result<std::vector<std::uint32_t>> dispatch_and_read_words(std::string_view kernel_id,
+                                                             const kernels::Problem& problem,
+                                                             Buffers buffers,
+                                                             const std::string& name,
+                                                             std::size_t words);
 
   gpu::Device* device_;
   KernelLibrary library_;

@@ -125,6 +125,23 @@ int wf_reduce_max_f32(wf_context* context, wf_batch* batch, wf_column x, uint64_
 int wf_compact_f32(wf_context* context, wf_batch* batch, wf_column x, uint64_t n, float threshold,
                    wf_column out, wf_column count);
 
+/* Inner equi-join on unique u32 build keys: for each probe row whose key is a build key, its
+ * payload to pairs_probe and the build row's payload to pairs_build (room for probe_n each), in
+ * no particular order. status (3 elements): [0] the pairs, [1] build rows whose key repeats an
+ * earlier one (not 0: the build keys are not unique and the pairs are unspecified), [2] one
+ * such key. */
+int wf_hash_join_u32(wf_context* context, wf_batch* batch, wf_column build_keys,
+                     wf_column build_payloads, uint64_t build_n, wf_column probe_keys,
+                     wf_column probe_payloads, uint64_t probe_n, wf_column pairs_probe,
+                     wf_column pairs_build, wf_column status);
+/* GROUP BY key, SUM(value), COUNT(*): each distinct key of keys[0, n) once, with the f32 sum
+ * and the count of its rows (room for max_groups each; 0: n), in no particular order. groups
+ * (2 elements): [0] the distinct keys found, [1] rows that found no room; more distinct keys
+ * than max_groups when [0] > max_groups or [1] != 0. */
+int wf_group_by_sum_f32(wf_context* context, wf_batch* batch, wf_column keys, wf_column values,
+                        uint64_t n, uint64_t max_groups, wf_column group_keys,
+                        wf_column group_sums, wf_column group_counts, wf_column groups);
+
 /* Host-memory conveniences for scripting languages: copy in, run, copy out. */
 int wf_sort_u32_host(wf_context* context, uint32_t* keys, size_t n); /* ascending, in place */
 int wf_sort_pairs_u32_host(wf_context* context, uint32_t* keys, uint32_t* values, size_t n);
@@ -135,6 +152,19 @@ int wf_compact_f32_host(wf_context* context, const float* x, size_t n, float thr
 /* counts[b] = how many x % bins == b (bins in 1..4096). */
 int wf_histogram_u32_host(wf_context* context, const uint32_t* x, size_t n, uint32_t bins,
                           uint32_t* counts);
+
+/* The join above on host arrays; *pairs of them written. A repeated build key is
+ * WF_ERROR_INVALID_INPUT naming the key. */
+int wf_hash_join_u32_host(wf_context* context, const uint32_t* build_keys,
+                          const uint32_t* build_payloads, size_t build_n,
+                          const uint32_t* probe_keys, const uint32_t* probe_payloads,
+                          size_t probe_n, uint32_t* pairs_probe, uint32_t* pairs_build,
+                          size_t* pairs);
+/* The group-by above on host arrays (room for max_groups each, 0: n); *groups of them written.
+ * More distinct keys than max_groups is WF_ERROR_INVALID_INPUT. */
+int wf_group_by_sum_f32_host(wf_context* context, const uint32_t* keys, const float* values,
+                             size_t n, size_t max_groups, uint32_t* group_keys, float* group_sums,
+                             uint32_t* group_counts, size_t* groups);
 
 #ifdef __cplusplus
 }

@@ -18,6 +18,12 @@
 #                                            pass's time, into given.txt: no search
 #   performance.sh startup                   the typed primitives' host cost and a database's
 #                                            start-up on build/gpu-cache (startup.txt)
+#   performance.sh joins [BUDGET]            tune hash_join_u32 and group_by_sum_f32 (default
+#                                            budget 8), bench the probe of 2^28 keys against a
+#                                            table in L2 (2^20 build rows) and one in HBM (2^26)
+#                                            and the group-by of 2^28 rows at 1024, 4096 and 2^20
+#                                            groups, then examples/star_query at 2^28 fact rows
+#                                            (joins.txt)
 #   performance.sh certify COUNT KERNEL SCHEDULE...
 #                                            certify each schedule COUNT times with fresh seeds;
 #                                            one line per schedule in certify.txt, and the first
@@ -131,6 +137,21 @@ startup() {
   } 2>&1 | tee "$out/startup.txt"
 }
 
+joins() {
+  local budget="${1:-8}" n=268435456 build_rows groups
+  {
+    echo "$build"
+    tune_some "$budget" hash_join_u32 group_by_sum_f32
+    for build_rows in 1048576 67108864; do
+      $forge bench hash_join_u32 --size "$n" --build-size "$build_rows" --passes
+    done
+    for groups in 1024 4096 1048576; do
+      $forge bench group_by_sum_f32 --size "$n" --groups "$groups" --passes
+    done
+    build/release/examples/star_query --cache build/gpu-cache --rows "$n"
+  } 2>&1 | tee "$out/joins.txt"
+}
+
 case "${1:-bench}" in
   tune) tune_all "${2:-8}" "${3:-0}" ;;
   bench) bench ;;
@@ -140,4 +161,5 @@ case "${1:-bench}" in
   given) given "${@:2}" ;;
   certify) certify_seeds "$2" "${@:3}" ;;
   startup) startup ;;
+  joins) joins "${2:-8}" ;;
 esac

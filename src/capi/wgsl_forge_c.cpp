@@ -454,6 +454,52 @@ int wf_compact_f32(wf_context* context, wf_batch* batch, wf_column x, uint64_t n
       named(x, "x"), named(out, "out"), named(count, "count"));
 }
 
+int wf_hash_join_u32(wf_context* context, wf_batch* batch, wf_column build_keys,
+                     wf_column build_payloads, uint64_t build_n, wf_column probe_keys,
+                     wf_column probe_payloads, uint64_t probe_n, wf_column pairs_probe,
+                     wf_column pairs_build, wf_column status) {
+  return with_columns(
+      context, batch,
+      [&](wf_context& c, const WrappedColumn* col) -> Status {
+        auto record = [&](forge::Batch& into) {
+          return c.primitives->hash_join_u32(
+              into, as<std::uint32_t>(col[0]), as<std::uint32_t>(col[1]), build_n,
+              as<std::uint32_t>(col[2]), as<std::uint32_t>(col[3]), probe_n,
+              as<std::uint32_t>(col[4]), as<std::uint32_t>(col[5]), as<std::uint32_t>(col[6]));
+        };
+        if (batch != nullptr) return record(batch->batch);
+        WF_TRY_ASSIGN(forge::Batch own, c.primitives->begin_batch());
+        WF_TRY(record(own));
+        return own.submit_and_wait();
+      },
+      named(build_keys, "build_keys"), named(build_payloads, "build_payloads"),
+      named(probe_keys, "probe_keys"), named(probe_payloads, "probe_payloads"),
+      named(pairs_probe, "pairs_probe"), named(pairs_build, "pairs_build"),
+      named(status, "status"));
+}
+
+int wf_group_by_sum_f32(wf_context* context, wf_batch* batch, wf_column keys, wf_column values,
+                        uint64_t n, uint64_t max_groups, wf_column group_keys, wf_column group_sums,
+                        wf_column group_counts, wf_column groups) {
+  return with_columns(
+      context, batch,
+      [&](wf_context& c, const WrappedColumn* col) -> Status {
+        auto record = [&](forge::Batch& into) {
+          return c.primitives->group_by_sum_f32(into, as<std::uint32_t>(col[0]), as<float>(col[1]),
+                                                n, max_groups, as<std::uint32_t>(col[2]),
+                                                as<float>(col[3]), as<std::uint32_t>(col[4]),
+                                                as<std::uint32_t>(col[5]));
+        };
+        if (batch != nullptr) return record(batch->batch);
+        WF_TRY_ASSIGN(forge::Batch own, c.primitives->begin_batch());
+        WF_TRY(record(own));
+        return own.submit_and_wait();
+      },
+      named(keys, "keys"), named(values, "values"), named(group_keys, "group_keys"),
+      named(group_sums, "group_sums"), named(group_counts, "group_counts"),
+      named(groups, "groups"));
+}
+
 // --- Host memory ---------------------------------------------------------------------------
 
 int wf_sort_u32_host(wf_context* context, uint32_t* keys, size_t n) {
@@ -546,6 +592,90 @@ int wf_histogram_u32_host(wf_context* context, const uint32_t* x, size_t n, uint
     Status counted = c.primitives->histogram_u32({&*input, 0}, n, bins, {&*output, 0});
     if (!counted) return fail(c, counted.error());
     return finish(c, download(*c.device, *output, counts, std::size_t{bins} * 4));
+  });
+}
+
+int wf_hash_join_u32_host(wf_context* context, const uint32_t* build_keys,
+                          const uint32_t* build_payloads, size_t build_n,
+                          const uint32_t* probe_keys, const uint32_t* probe_payloads,
+                          size_t probe_n, uint32_t* pairs_probe, uint32_t* pairs_build,
+                          size_t* pairs) {
+  return guarded(context, [&](wf_context& c) {
+    if (!c.primitives) return fail(c, "The context failed to open.");
+    if (pairs == nullptr) return fail(c, "pairs is NULL.");
+    *pairs = 0;
+    if (build_n > 0 && (build_keys == nullptr || build_payloads == nullptr)) {
+      return fail(c, "build_keys or build_payloads is NULL with build_n = " +
+                         std::to_string(build_n) + ".");
+    }
+    if (probe_n > 0 && (probe_keys == nullptr || probe_payloads == nullptr ||
+                        pairs_probe == nullptr || pairs_build == nullptr)) {
+      return fail(c,
+                  "probe_keys, probe_payloads, pairs_probe or pairs_build is NULL with "
+                  "probe_n = " +
+                      std::to_string(probe_n) + ".");
+    }
+    Result<gpu::Buffer> buffers[6] = {
+        upload(*c.device, build_keys, build_n * 4, build_n * 4, "build_keys"),
+        upload(*c.device, build_payloads, build_n * 4, build_n * 4, "build_payloads"),
+        upload(*c.device, probe_keys, probe_n * 4, probe_n * 4, "probe_keys"),
+        upload(*c.device, probe_payloads, probe_n * 4, probe_n * 4, "probe_payloads"),
+        upload(*c.device, nullptr, 0, probe_n * 4, "pairs_probe"),
+        upload(*c.device, nullptr, 0, probe_n * 4, "pairs_build")};
+    for (const Result<gpu::Buffer>& buffer : buffers) {
+      if (!buffer) return fail(c, buffer.error());
+    }
+    Result<std::uint64_t> count = c.primitives->hash_join_u32(
+        {&*buffers[0], 0}, {&*buffers[1], 0}, build_n, {&*buffers[2], 0}, {&*buffers[3], 0},
+        probe_n, {&*buffers[4], 0}, {&*buffers[5], 0});
+    if (!count) return fail(c, count.error());
+    if (Status read = download(*c.device, *buffers[4], pairs_probe, *count * 4); !read) {
+      return fail(c, read.error());
+    }
+    if (Status read = download(*c.device, *buffers[5], pairs_build, *count * 4); !read) {
+      return fail(c, read.error());
+    }
+    *pairs = static_cast<std::size_t>(*count);
+    return WF_OK;
+  });
+}
+
+int wf_group_by_sum_f32_host(wf_context* context, const uint32_t* keys, const float* values,
+                             size_t n, size_t max_groups, uint32_t* group_keys, float* group_sums,
+                             uint32_t* group_counts, size_t* groups) {
+  return guarded(context, [&](wf_context& c) {
+    if (!c.primitives) return fail(c, "The context failed to open.");
+    if (groups == nullptr) return fail(c, "groups is NULL.");
+    *groups = 0;
+    if (n == 0) return WF_OK;
+    if (keys == nullptr || values == nullptr || group_keys == nullptr || group_sums == nullptr ||
+        group_counts == nullptr) {
+      return fail(c, "keys, values, group_keys, group_sums or group_counts is NULL with n = " +
+                         std::to_string(n) + ".");
+    }
+    const std::size_t room = max_groups != 0 ? max_groups : n;
+    Result<gpu::Buffer> buffers[5] = {upload(*c.device, keys, n * 4, n * 4, "keys"),
+                                      upload(*c.device, values, n * 4, n * 4, "values"),
+                                      upload(*c.device, nullptr, 0, room * 4, "group_keys"),
+                                      upload(*c.device, nullptr, 0, room * 4, "group_sums"),
+                                      upload(*c.device, nullptr, 0, room * 4, "group_counts")};
+    for (const Result<gpu::Buffer>& buffer : buffers) {
+      if (!buffer) return fail(c, buffer.error());
+    }
+    Result<std::uint64_t> count =
+        c.primitives->group_by_sum_f32({&*buffers[0], 0}, {&*buffers[1], 0}, n, max_groups,
+                                       {&*buffers[2], 0}, {&*buffers[3], 0}, {&*buffers[4], 0});
+    if (!count) return fail(c, count.error());
+    const std::size_t bytes = static_cast<std::size_t>(*count) * 4;
+    for (auto [buffer, out] : {std::pair{&*buffers[2], static_cast<void*>(group_keys)},
+                               std::pair{&*buffers[3], static_cast<void*>(group_sums)},
+                               std::pair{&*buffers[4], static_cast<void*>(group_counts)}}) {
+      if (Status read = download(*c.device, *buffer, out, bytes); !read) {
+        return fail(c, read.error());
+      }
+    }
+    *groups = static_cast<std::size_t>(*count);
+    return WF_OK;
   });
 }
 

@@ -496,9 +496,11 @@ int run_auto_tune(const GlobalOptions& options, const TuneArguments& arguments,
 struct BenchArguments {
   std::vector<std::string> kernels;
   std::uint64_t size = 0;
-  std::uint32_t bins = 0;  // histogram_u32's bin count; 0: the tuning problem's
-  std::string schedule;    // knobs to time instead of the tuned schedule (one kernel only)
-  std::string source;      // WGSL to time with that schedule's plan instead of its generated code
+  std::uint32_t bins = 0;        // histogram_u32's bin count; 0: the tuning problem's
+  std::uint64_t build_size = 0;  // hash_join_u32's build rows; 0: the tuning problem's
+  std::uint64_t groups = 0;      // group_by_sum_f32's distinct keys; 0: the tuning problem's
+  std::string schedule;          // knobs to time instead of the tuned schedule (one kernel only)
+  std::string source;  // WGSL to time with that schedule's plan instead of its generated code
   std::uint32_t samples = 20;
   bool json = false;
   bool passes = false;  // also time each pass of the tuned (else default) schedule
@@ -733,6 +735,14 @@ int run_bench(const GlobalOptions& options, const BenchArguments& arguments) {
   nlohmann::json rows = nlohmann::json::array();
   for (std::size_t i = 0; i < selection->kernels.size(); ++i) {
     BenchLine line{selection->kernels[i], problems[i], problems[i].to_string(), {}, {}};
+    if (arguments.build_size != 0 && line.kernel->id() == "hash_join_u32") {
+      line.problem.build_elements = arguments.build_size;
+      line.problem_text = line.problem.to_string();
+    }
+    if (arguments.groups != 0 && line.kernel->id() == "group_by_sum_f32") {
+      line.problem.max_groups = arguments.groups;
+      line.problem_text = line.problem.to_string();
+    }
     if (arguments.bins != 0 && line.kernel->id() == "histogram_u32") {
       line.problem.bins = arguments.bins;
       line.problem_text += " bins=" + std::to_string(arguments.bins);
@@ -836,6 +846,15 @@ void add_bench(CLI::App& app, const GlobalOptions& options, std::function<int()>
       ->add_option("--bins", bench_arguments->bins,
                    "Bins of histogram_u32 (default: its tuning problem's 256)")
       ->check(CLI::Range(1u, 4096u));
+  bench
+      ->add_option("--build-size", bench_arguments->build_size,
+                   "Build rows of hash_join_u32 (default: its tuning problem's, n / 256)")
+      ->check(whole_number());
+  bench
+      ->add_option("--groups", bench_arguments->groups,
+                   "Distinct keys of group_by_sum_f32, its max_groups (default: its tuning "
+                   "problem's 4096)")
+      ->check(whole_number());
   bench->add_option("--schedule", bench_arguments->schedule,
                     "Time these knobs (k=v,...; the rest default) in place of the tuned schedule; "
                     "uncertified: certify it first");

@@ -175,15 +175,23 @@ Status Primitives::dispatch(std::string_view kernel_id, const kernels::Problem& 
 Result<std::uint32_t> Primitives::dispatch_and_read(std::string_view kernel_id,
                                                     const kernels::Problem& problem,
                                                     Buffers buffers, const std::string& name) {
+  WF_TRY_ASSIGN(std::vector<std::uint32_t> words,
+                dispatch_and_read_words(kernel_id, problem, std::move(buffers), name, 1));
+  return words.front();
+}
+
+Result<std::vector<std::uint32_t>> Primitives::dispatch_and_read_words(
+    std::string_view kernel_id, const kernels::Problem& problem, Buffers buffers,
+    const std::string& name, std::size_t words) {
   WF_TRY_ASSIGN(LoadedKernel * kernel, loaded(kernel_id));
   LoadedSchedule& schedule = kernel->for_problem(problem);
   WF_TRY_ASSIGN(std::shared_ptr<const BoundPlan> plan, bound(schedule, problem, buffers));
   WF_TRY(schedule.ready->prepared.execute(*plan));
-  WF_TRY_ASSIGN(std::vector<std::byte> word,
-                device_->read_buffer(plan->buffer(name), plan->offset(name), 4));
-  std::uint32_t value = 0;
-  std::memcpy(&value, word.data(), 4);
-  return value;
+  WF_TRY_ASSIGN(std::vector<std::byte> bytes,
+                device_->read_buffer(plan->buffer(name), plan->offset(name), 4 * words));
+  std::vector<std::uint32_t> values(words);
+  std::memcpy(values.data(), bytes.data(), 4 * words);
+  return values;
 }
 
 Status Primitives::sort_u32(U32Column keys, std::uint64_t n, Batch* batch) {
@@ -305,6 +313,101 @@ Result<std::uint32_t> Primitives::sum_u32(U32Column x, std::uint64_t n) {
 
 Status Primitives::sum_u32(Batch& batch, U32Column x, std::uint64_t n, U32Column result) {
   return dispatch("reduce_sum_u32", elements(n), {{"x", slice(x)}, {"result", slice(result)}},
+                  &batch);
+}
+
+// --- Joins and aggregation --------------------------------------------------------------
+
+namespace {
+
+kernels::Problem join_problem(std::uint64_t build_n, std::uint64_t probe_n) {
+  kernels::Problem problem = elements(probe_n);
+  problem.build_elements = build_n;
+  return problem;
+}
+
+kernels::Problem group_problem(std::uint64_t n, std::uint64_t max_groups) {
+  kernels::Problem problem = elements(n);
+  problem.max_groups = max_groups;
+  return problem;
+}
+
+}  // namespace
+
+Result<std::uint64_t> Primitives::hash_join_u32(U32Column build_keys, U32Column build_payloads,
+                                                std::uint64_t build_n, U32Column probe_keys,
+                                                U32Column probe_payloads, std::uint64_t probe_n,
+                                                U32Column pairs_probe, U32Column pairs_build) {
+  WF_TRY_ASSIGN(std::vector<std::uint32_t> status,
+                dispatch_and_read_words("hash_join_u32", join_problem(build_n, probe_n),
+                                        {{"build_keys", slice(build_keys)},
+                                         {"build_payloads", slice(build_payloads)},
+                                         {"probe_keys", slice(probe_keys)},
+                                         {"probe_payloads", slice(probe_payloads)},
+                                         {"pairs_probe", slice(pairs_probe)},
+                                         {"pairs_build", slice(pairs_build)}},
+                                        "status", 3));
+  if (status[1] != 0) {
+    return Error(ErrorKind::kInvalidInput,
+                 "Build key " + std::to_string(status[2]) +
+                     " occurs more than once on the build side of hash_join_u32 (repeated "
+                     "build rows: " +
+                     std::to_string(status[1]) + "); build keys must be unique.");
+  }
+  return std::uint64_t{status[0]};
+}
+
+Status Primitives::hash_join_u32(Batch& batch, U32Column build_keys, U32Column build_payloads,
+                                 std::uint64_t build_n, U32Column probe_keys,
+                                 U32Column probe_payloads, std::uint64_t probe_n,
+                                 U32Column pairs_probe, U32Column pairs_build, U32Column status) {
+  return dispatch("hash_join_u32", join_problem(build_n, probe_n),
+                  {{"build_keys", slice(build_keys)},
+                   {"build_payloads", slice(build_payloads)},
+                   {"probe_keys", slice(probe_keys)},
+                   {"probe_payloads", slice(probe_payloads)},
+                   {"pairs_probe", slice(pairs_probe)},
+                   {"pairs_build", slice(pairs_build)},
+                   {"status", slice(status)}},
+                  &batch);
+}
+
+Result<std::uint64_t> Primitives::group_by_sum_f32(U32Column keys, F32Column values,
+                                                   std::uint64_t n, std::uint64_t max_groups,
+                                                   U32Column group_keys, F32Column group_sums,
+                                                   U32Column group_counts) {
+  WF_TRY_ASSIGN(std::vector<std::uint32_t> groups,
+                dispatch_and_read_words("group_by_sum_f32", group_problem(n, max_groups),
+                                        {{"keys", slice(keys)},
+                                         {"values", slice(values)},
+                                         {"group_keys", slice(group_keys)},
+                                         {"group_sums", slice(group_sums)},
+                                         {"group_counts", slice(group_counts)}},
+                                        "groups", 2));
+  const std::uint64_t allowed = max_groups != 0 ? max_groups : std::max<std::uint64_t>(1, n);
+  if (groups[0] > allowed || groups[1] != 0) {
+    return Error(ErrorKind::kInvalidInput,
+                 "The keys of group_by_sum_f32 hold more distinct values than max_groups (" +
+                     std::to_string(allowed) + "): " + std::to_string(groups[0]) + " found" +
+                     (groups[1] != 0 ? ", and " + std::to_string(groups[1]) +
+                                           " rows found no room in the table"
+                                     : std::string()) +
+                     ".");
+  }
+  return std::uint64_t{groups[0]};
+}
+
+Status Primitives::group_by_sum_f32(Batch& batch, U32Column keys, F32Column values, std::uint64_t n,
+                                    std::uint64_t max_groups, U32Column group_keys,
+                                    F32Column group_sums, U32Column group_counts,
+                                    U32Column groups) {
+  return dispatch("group_by_sum_f32", group_problem(n, max_groups),
+                  {{"keys", slice(keys)},
+                   {"values", slice(values)},
+                   {"group_keys", slice(group_keys)},
+                   {"group_sums", slice(group_sums)},
+                   {"group_counts", slice(group_counts)},
+                   {"groups", slice(groups)}},
                   &batch);
 }
 

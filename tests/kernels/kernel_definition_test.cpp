@@ -90,7 +90,7 @@ TEST(KernelCatalogTest, IdsAreUniqueAndGenerationIsDeterministic) {
       EXPECT_EQ(first->bindings, kernel->bindings());
     }
   }
-  EXPECT_EQ(ids.size(), 12u);
+  EXPECT_EQ(ids.size(), 14u);
 }
 
 // The tuner skips a starting point that does not parse or fit, so the catalog checks here that
@@ -109,7 +109,9 @@ TEST(KernelCatalogTest, StartingPointsAreLegalOnTheH200AndNotTheDefault) {
     }
     if (seen.size() > 1) ++kernels_with_points;
   }
-  EXPECT_EQ(kernels_with_points, 11u);  // all but gather_f32, whose default won
+  // All but gather_f32, whose default won, and hash_join_u32 and group_by_sum_f32, not yet
+  // measured on the H200.
+  EXPECT_EQ(kernels_with_points, 11u);
 }
 
 // The buffer interface is the one table a kernel declares: every schedule's plan sizes exactly its

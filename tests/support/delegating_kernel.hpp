@@ -48,6 +48,7 @@ class DelegatingKernel : public kernels::KernelDefinition {
   kernels::WorkAmount work(const kernels::Problem& problem) const override {
     return base_.work(problem);
   }
+  bool deterministic() const override { return base_.deterministic(); }
   Status check_problem(const kernels::Problem& problem) const override {
     return base_.check_problem(problem);
   }

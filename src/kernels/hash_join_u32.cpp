@@ -1,0 +1,510 @@
+// hash_join_u32: the inner equi-join of a build side (build_n unique u32 keys with u32 payloads: a
+// primary key) and a probe side (n u32 keys with u32 payloads): for every probe row whose key is
+// a build key, the pair (probe payload, build payload), in no particular order, and their count.
+//
+// Passes: "clear" empties an open-addressing table of `capacity` slots (the smallest power of two
+// at least table_factor * build_n, at least 2: a load of at most 1/2 or 1/4), "build" inserts
+// every build row by compare-exchange on its slot's key word, "probe" looks every probe row up
+// and appends its pair. A slot is two words, key then payload, side by side so that a probe that
+// finds its key reads the payload from the same cache line; the empty key is 0xffffffff, so a
+// build key 0xffffffff lives in one extra slot (index capacity) whose key word counts the build
+// rows that carry it. Slots are visited from fmix32(key) (MurmurHash3's finaliser: dense primary
+// keys 0, 1, 2, ... spread over the table) in steps of 1 (probing 0, linear) or 1, 2, 3, ...
+// (probing 1, triangular), which on a power-of-two table both visit every slot; the table is never
+// full, so each search ends within capacity steps. Each workgroup counts its matches in
+// workgroup memory and reserves their places with one global atomic, so the pairs' order
+// depends on the order in which workgroups finish: deterministic() is false.
+//
+// A build key that occurs twice is an error, detected on the GPU: status[1] counts the build rows
+// whose key was already in the table (then dropped) and status[2] holds one such key; the pairs
+// are then unspecified. status[0] is the number of pairs. Knobs: workgroup_size,
+// rows_per_invocation (rows per invocation in build and probe, workgroup_size apart),
+// table_factor, probing.
+//
+// Oracle: the join through a CPU hash map; the pairs compared as a multiset (both sides sorted),
+// the count exact, status[1] the build rows minus the distinct build keys and status[2] one of
+// the repeated keys. Bytes moved: 8 (build_n + n), the keys and payloads read; rate: probe keys.
+
+#include <algorithm>
+#include <bit>
+#include <limits>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "kernel_support.hpp"
+#include "util/try.hpp"
+
+namespace wgsl_forge::kernels {
+namespace {
+
+using namespace support;
+
+constexpr std::uint32_t kEmptyKey = 0xffffffffu;
+
+const KnobSpec kWorkgroupSize{
+    "workgroup_size", "invocations per workgroup", {64, 128, 256, 512}, 256};
+const KnobSpec kRowsPerInvocation{
+    "rows_per_invocation", "build and probe rows per invocation", {1, 2, 4}, 1};
+const KnobSpec kTableFactor{
+    "table_factor", "table slots per build row, at least (load at most 1/factor)", {2, 4}, 2};
+const KnobSpec kProbing{"probing", "0: linear probing, 1: triangular (quadratic)", {0, 1}, 0};
+
+const char* const kParamsWgsl = R"(
+struct Params { n: u32, build_n: u32, capacity: u32 }
+)";
+
+// Shared by every pass: the table's layout, the hash and the probing sequence.
+const char* const kTableWgsl = R"(
+const EMPTY: u32 = 0xffffffffu;
+// MurmurHash3's 32-bit finaliser: every input bit moves every output bit.
+fn hash(key: u32) -> u32 {
+  var h = key;
+  h ^= h >> 16u;
+  h *= 0x85ebca6bu;
+  h ^= h >> 13u;
+  h *= 0xc2b2ae35u;
+  h ^= h >> 16u;
+  return h;
+}
+fn first_slot(key: u32) -> u32 { return hash(key) & (params.capacity - 1u); }
+// The slot after `slot` at the `step`th step (1, 2, ...) of a search.
+fn next_slot(slot: u32, step: u32) -> u32 {
+  return (slot + select(1u, step, TRIANGULAR == 1u)) & (params.capacity - 1u);
+}
+fn key_word(slot: u32) -> u32 { return 2u * slot; }
+fn payload_word(slot: u32) -> u32 { return 2u * slot + 1u; }
+
+@compute @workgroup_size(WG)
+fn clear(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+         @builtin(local_invocation_index) local: u32) {
+  let slot = linear_workgroup(group, groups) * WG + local;
+  if (slot < params.capacity) {
+    atomicStore(&table[key_word(slot)], EMPTY);
+    atomicStore(&table[payload_word(slot)], 0u);
+  }
+  if (slot == params.capacity) {  // the slot of key 0xffffffff: its key word counts its rows
+    atomicStore(&table[key_word(slot)], 0u);
+    atomicStore(&table[payload_word(slot)], 0u);
+    for (var s = 0u; s < 3u; s++) { atomicStore(&status[s], 0u); }
+  }
+}
+)";
+
+// WGSL's weak compare-exchange is Vulkan's strong one, but a spurious failure (the slot still
+// empty) would only retry the same slot: it counts as a step, so the loop stays bounded.
+const char* const kBuildWgsl = R"(
+fn report_duplicate(key: u32) {
+  atomicAdd(&status[1], 1u);
+  atomicStore(&status[2], key);
+}
+
+fn insert(key: u32, payload: u32) {
+  if (key == EMPTY) {
+    let slot = params.capacity;
+    if (atomicAdd(&table[key_word(slot)], 1u) == 0u) {
+      atomicStore(&table[payload_word(slot)], payload);
+    } else {
+      report_duplicate(key);
+    }
+    return;
+  }
+  var slot = first_slot(key);
+  for (var step = 1u; step <= params.capacity; step++) {
+    let claimed = atomicCompareExchangeWeak(&table[key_word(slot)], EMPTY, key);
+    if (claimed.exchanged) {
+      atomicStore(&table[payload_word(slot)], payload);
+      return;
+    }
+    if (claimed.old_value == key) {
+      report_duplicate(key);
+      return;
+    }
+    if (claimed.old_value != EMPTY) { slot = next_slot(slot, step); }
+  }
+}
+
+@compute @workgroup_size(WG)
+fn build(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+         @builtin(local_invocation_index) local: u32) {
+  let first = linear_workgroup(group, groups) * (WG * ROWS) + local;
+  for (var r = 0u; r < ROWS; r++) {
+    let row = first + r * WG;
+    if (row < params.build_n) { insert(build_keys[row], build_payloads[row]); }
+  }
+}
+)";
+
+// A probe row's build payload, found: x = 1 and y = the payload; not found: x = 0.
+const char* const kProbeWgsl = R"(
+fn lookup(key: u32) -> vec2u {
+  if (key == EMPTY) {
+    let slot = params.capacity;
+    return vec2u(select(0u, 1u, atomicLoad(&table[key_word(slot)]) != 0u),
+                 atomicLoad(&table[payload_word(slot)]));
+  }
+  var slot = first_slot(key);
+  for (var step = 1u; step <= params.capacity; step++) {
+    let held = atomicLoad(&table[key_word(slot)]);
+    if (held == key) { return vec2u(1u, atomicLoad(&table[payload_word(slot)])); }
+    if (held == EMPTY) { break; }
+    slot = next_slot(slot, step);
+  }
+  return vec2u(0u, 0u);
+}
+
+var<workgroup> workgroup_matches: atomic<u32>;
+var<workgroup> workgroup_base: u32;
+
+@compute @workgroup_size(WG)
+fn probe(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+         @builtin(local_invocation_index) local: u32) {
+  if (local == 0u) { atomicStore(&workgroup_matches, 0u); }
+  workgroupBarrier();
+  let first = linear_workgroup(group, groups) * (WG * ROWS) + local;
+  // Each match's place among the workgroup's (or NONE), its probe payload and build payload.
+  var place = array<u32, ROWS>();
+  var probe_payload = array<u32, ROWS>();
+  var build_payload = array<u32, ROWS>();
+  for (var r = 0u; r < ROWS; r++) {
+    place[r] = NONE;
+    let row = first + r * WG;
+    if (row < params.n) {
+      let found = lookup(probe_keys[row]);
+      if (found.x == 1u) {
+        place[r] = atomicAdd(&workgroup_matches, 1u);
+        probe_payload[r] = probe_payloads[row];
+        build_payload[r] = found.y;
+      }
+    }
+  }
+  workgroupBarrier();
+  if (local == 0u) { workgroup_base = atomicAdd(&status[0], atomicLoad(&workgroup_matches)); }
+  let base = workgroupUniformLoad(&workgroup_base);
+  for (var r = 0u; r < ROWS; r++) {
+    if (place[r] != NONE) {
+      pairs_probe[base + place[r]] = probe_payload[r];
+      pairs_build[base + place[r]] = build_payload[r];
+    }
+  }
+}
+)";
+
+struct JoinSides {
+  std::vector<std::uint32_t> build_keys, build_payloads, probe_keys, probe_payloads;
+};
+
+// `count` distinct keys, none in `excluded`, drawn from `random`.
+std::vector<std::uint32_t> distinct_keys(std::size_t count, std::mt19937_64& random,
+                                         const std::unordered_set<std::uint32_t>& excluded = {}) {
+  std::unordered_set<std::uint32_t> seen;
+  std::vector<std::uint32_t> keys;
+  keys.reserve(count);
+  while (keys.size() < count) {
+    const auto key = static_cast<std::uint32_t>(random());
+    if (!excluded.contains(key) && seen.insert(key).second) keys.push_back(key);
+  }
+  return keys;
+}
+
+std::uint64_t table_capacity(std::uint64_t build_n, std::uint64_t factor) {
+  return std::max<std::uint64_t>(2, std::bit_ceil(std::max<std::uint64_t>(1, build_n * factor)));
+}
+
+// The (probe payload, build payload) pairs as one sortable word each.
+std::vector<std::uint64_t> sorted_pairs(const std::vector<std::uint32_t>& probe,
+                                        const std::vector<std::uint32_t>& build) {
+  std::vector<std::uint64_t> pairs(probe.size());
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    pairs[i] = (std::uint64_t{probe[i]} << 32) | build[i];
+  }
+  std::sort(pairs.begin(), pairs.end());
+  return pairs;
+}
+
+std::vector<std::uint32_t> as_words(const std::vector<std::uint64_t>& pairs) {
+  std::vector<std::uint32_t> words;
+  words.reserve(2 * pairs.size());
+  for (std::uint64_t pair : pairs) {
+    words.push_back(static_cast<std::uint32_t>(pair >> 32));
+    words.push_back(static_cast<std::uint32_t>(pair));
+  }
+  return words;
+}
+
+class HashJoinU32 final : public KernelDefinition {
+ public:
+  std::string_view id() const override { return "hash_join_u32"; }
+  std::uint32_t revision() const override { return 1; }
+  std::string_view summary() const override {
+    return "inner equi-join on unique u32 build keys: (probe payload, build payload) pairs";
+  }
+
+  std::vector<KnobSpec> knobs() const override {
+    return {kWorkgroupSize, kRowsPerInvocation, kTableFactor, kProbing};
+  }
+
+  std::vector<WgslBinding> wgsl_bindings(const Schedule&) const override {
+    return {params_binding("Params"),
+            storage_read(1, "build_keys", "u32"),
+            storage_read(2, "build_payloads", "u32"),
+            storage_read(3, "probe_keys", "u32"),
+            storage_read(4, "probe_payloads", "u32"),
+            storage_read_write(5, "table", "atomic<u32>"),
+            storage_read_write(6, "pairs_probe", "u32"),
+            storage_read_write(7, "pairs_build", "u32"),
+            storage_read_write(8, "status", "atomic<u32>")};
+  }
+
+  std::vector<BufferSpec> buffer_specs() const override {
+    return {
+        {"build_keys", ElementType::kU32, BufferRole::kInput, "build_n elements, at least 1"},
+        {"build_payloads", ElementType::kU32, BufferRole::kInput, "build_n elements, at least 1"},
+        {"probe_keys", ElementType::kU32, BufferRole::kInput, "n elements, at least 1"},
+        {"probe_payloads", ElementType::kU32, BufferRole::kInput, "n elements, at least 1"},
+        {"pairs_probe", ElementType::kU32, BufferRole::kOutput, "n elements, at least 1"},
+        {"pairs_build", ElementType::kU32, BufferRole::kOutput, "n elements, at least 1"},
+        {"status", ElementType::kU32, BufferRole::kOutput,
+         "3 elements: pairs, repeated build rows, a repeated key"},
+        {"table", ElementType::kU32, BufferRole::kScratch,
+         "2 (capacity + 1) elements, capacity the power of two at least table_factor "
+         "build_n"}};
+  }
+
+  std::vector<std::string> entry_points(const Schedule&) const override {
+    return {"clear", "build", "probe"};
+  }
+
+  std::string generate_wgsl(const Schedule& schedule) const override {
+    return std::string(kLinearWorkgroupWgsl) + kParamsWgsl +
+           binding_declarations(wgsl_bindings(schedule)) + "\n" +
+           constant_declarations(
+               {{"WG", knob(schedule, kWorkgroupSize), "invocations per workgroup"},
+                {"ROWS", knob(schedule, kRowsPerInvocation), "rows per invocation"},
+                {"TRIANGULAR", knob(schedule, kProbing), "1: triangular probing, 0: linear"},
+                {"NONE", 0xffffffffu, "no match"}}) +
+           kTableWgsl + kBuildWgsl + kProbeWgsl;
+  }
+
+  Status check_problem(const Problem& problem) const override {
+    WF_TRY(KernelDefinition::check_problem(problem));
+    // The table's slot indices, 2 capacity + 1 words, stay u32 at either factor.
+    constexpr std::uint64_t kLargestBuild = std::uint64_t{1} << 28;
+    if (problem.build_elements > kLargestBuild) {
+      return Error(ErrorKind::kInvalidInput,
+                   "Problem size build_elements (" + std::to_string(problem.build_elements) +
+                       ") exceeds the largest build side of hash_join_u32 (" +
+                       std::to_string(kLargestBuild) + ": its table's word indices are u32).");
+    }
+    return Ok{};
+  }
+
+  Result<DispatchPlan> plan(const Schedule& schedule, const Problem& problem,
+                            const DeviceCapabilities& device) const override {
+    const std::uint64_t n = problem.elements;
+    const std::uint64_t build_n = problem.build_elements;
+    const std::uint64_t capacity = table_capacity(build_n, knob(schedule, kTableFactor));
+    const std::uint64_t table_bytes = 8 * (capacity + 1);
+    if (table_bytes > device.max_storage_binding_size) {
+      return Error(ErrorKind::kInvalidInput, "The hash table of " + std::to_string(build_n) +
+                                                 " build rows (" + std::to_string(table_bytes) +
+                                                 " bytes) exceeds maxStorageBufferBindingSize (" +
+                                                 std::to_string(device.max_storage_binding_size) +
+                                                 ").");
+    }
+    const std::uint64_t wg = knob(schedule, kWorkgroupSize);
+    const std::uint64_t rows = wg * knob(schedule, kRowsPerInvocation);
+    const std::map<std::uint32_t, std::string> buffers = {
+        {1, "build_keys"}, {2, "build_payloads"}, {3, "probe_keys"},  {4, "probe_payloads"},
+        {5, "table"},      {6, "pairs_probe"},    {7, "pairs_build"}, {8, "status"}};
+    const std::vector<std::uint32_t> params = {static_cast<std::uint32_t>(n),
+                                               static_cast<std::uint32_t>(build_n),
+                                               static_cast<std::uint32_t>(capacity)};
+    const std::uint64_t build_bytes = std::max<std::uint64_t>(4, 4 * build_n);
+    const std::uint64_t probe_bytes = std::max<std::uint64_t>(4, 4 * n);
+    DispatchPlan plan;
+    plan.buffers = make_buffer_plans(buffer_specs(), {{"build_keys", build_bytes},
+                                                      {"build_payloads", build_bytes},
+                                                      {"probe_keys", probe_bytes},
+                                                      {"probe_payloads", probe_bytes},
+                                                      {"pairs_probe", probe_bytes},
+                                                      {"pairs_build", probe_bytes},
+                                                      {"status", 12},
+                                                      {"table", table_bytes}});
+    plan.passes = {{"clear", ceil_div(capacity + 1, wg), buffers, params},
+                   {"build", ceil_div(build_n, rows), buffers, params},
+                   {"probe", ceil_div(n, rows), buffers, params}};
+    return plan;
+  }
+
+  std::string tolerance() const override {
+    return "exact: the pairs as a multiset, their count, and the repeated build rows and key";
+  }
+
+  std::vector<CaseSpec> certification_cases() const override {
+    std::vector<CaseSpec> cases;
+    auto add = [&](std::uint64_t build_n, std::uint64_t n, const std::string& profile) {
+      Problem problem;
+      problem.elements = n;
+      problem.build_elements = build_n;
+      cases.push_back(
+          {"build=" + std::to_string(build_n) + " n=" + std::to_string(n) + " " + profile, problem,
+           profile});
+    };
+    // The first profile is what the tuner and bench draw their inputs from.
+    for (std::uint64_t n : edge_sizes(256, 1024)) add(1000, n, "half-match");
+    add(0, 1000, "half-match");
+    add(1, 1, "all-match");
+    add(1, 257, "all-match");
+    add(4099, 7919, "all-match");
+    add(4099, 7919, "no-match");
+    add(2, 64, "extreme-keys");
+    add(4099, 104729, "extreme-keys");
+    add(65537, 104729, "half-match");
+    add(2, 5, "duplicate-build");
+    add(1000, 1000, "duplicate-build");
+    Problem many;
+    many.elements = many_workgroups_size(256, 4, 128u << 20);
+    many.build_elements = 1024;
+    cases.push_back(
+        {"many-workgroups build=1024 n=" + std::to_string(many.elements), many, "half-match"});
+    return cases;
+  }
+
+  // Profiles: "half-match" (random unique build keys; probe keys half drawn from them, half
+  // random), "all-match" (dense primary keys 0 .. build_n - 1, shuffled; every probe key one of
+  // them), "no-match" (every probe key absent from the build side), "extreme-keys" (0 and
+  // 0xffffffff, the empty slot's key, on both sides), "duplicate-build" (one build key twice).
+  CaseInputs make_inputs(const CaseSpec& spec, std::uint64_t seed) const override {
+    std::mt19937_64 random(seed);
+    const std::size_t build_n = spec.problem.build_elements;
+    const std::size_t n = spec.problem.elements;
+    const std::string& profile = spec.value_profile;
+    JoinSides sides;
+    if (profile == "all-match") {
+      sides.build_keys.resize(build_n);
+      for (std::size_t i = 0; i < build_n; ++i) sides.build_keys[i] = static_cast<std::uint32_t>(i);
+      std::shuffle(sides.build_keys.begin(), sides.build_keys.end(), random);
+    } else if (profile == "no-match") {
+      sides.build_keys = distinct_keys(build_n, random);
+    } else {
+      sides.build_keys = distinct_keys(build_n, random, {0u, kEmptyKey});
+      if (profile == "extreme-keys" && build_n >= 2) {
+        sides.build_keys[0] = 0;
+        sides.build_keys[1] = kEmptyKey;
+        std::shuffle(sides.build_keys.begin(), sides.build_keys.end(), random);
+      }
+      if (profile == "duplicate-build" && build_n >= 2) {
+        const std::size_t copy = random() % build_n;
+        const std::size_t original = (copy + 1 + random() % (build_n - 1)) % build_n;
+        sides.build_keys[copy] = sides.build_keys[original];
+      }
+    }
+    const std::unordered_set<std::uint32_t> build_set(sides.build_keys.begin(),
+                                                      sides.build_keys.end());
+    sides.build_payloads = random_u32(build_n, "uniform", random);
+    sides.probe_payloads = random_u32(n, "uniform", random);
+    sides.probe_keys.resize(n);
+    const std::vector<std::uint32_t> absent =
+        distinct_keys(std::min<std::size_t>(n, 4096), random, build_set);
+    for (std::size_t i = 0; i < n; ++i) {
+      const bool from_build = !sides.build_keys.empty() &&
+                              (profile == "all-match" || (profile != "no-match" && random() % 2));
+      if (from_build) {
+        sides.probe_keys[i] = sides.build_keys[random() % build_n];
+      } else if (profile == "extreme-keys" && random() % 2) {
+        sides.probe_keys[i] = random() % 2 ? 0u : kEmptyKey;
+      } else {
+        sides.probe_keys[i] = absent[random() % absent.size()];
+      }
+    }
+    CaseInputs inputs;
+    inputs.problem = spec.problem;
+    inputs.buffers["build_keys"] = to_bytes(sides.build_keys);
+    inputs.buffers["build_payloads"] = to_bytes(sides.build_payloads);
+    inputs.buffers["probe_keys"] = to_bytes(sides.probe_keys);
+    inputs.buffers["probe_payloads"] = to_bytes(sides.probe_payloads);
+    return inputs;
+  }
+
+  CaseVerdict check(const CaseInputs& inputs,
+                    const std::map<std::string, std::vector<std::byte>>& outputs) const override {
+    const std::size_t build_n = inputs.problem.build_elements;
+    const std::size_t n = inputs.problem.elements;
+    const auto build_keys = from_bytes<std::uint32_t>(inputs.buffers.at("build_keys"), build_n);
+    const auto build_payloads =
+        from_bytes<std::uint32_t>(inputs.buffers.at("build_payloads"), build_n);
+    const auto probe_keys = from_bytes<std::uint32_t>(inputs.buffers.at("probe_keys"), n);
+    const auto probe_payloads = from_bytes<std::uint32_t>(inputs.buffers.at("probe_payloads"), n);
+    const auto status = from_bytes<std::uint32_t>(outputs.at("status"), 3);
+
+    std::unordered_map<std::uint32_t, std::uint32_t> table;
+    std::unordered_set<std::uint32_t> repeated;
+    std::uint64_t repeated_rows = 0;
+    for (std::size_t i = 0; i < build_n; ++i) {
+      if (!table.emplace(build_keys[i], build_payloads[i]).second) {
+        ++repeated_rows;
+        repeated.insert(build_keys[i]);
+      }
+    }
+    CaseVerdict verdict;
+    if (status[1] != repeated_rows) {
+      verdict.failed_checks.push_back("status[1] (repeated build rows) is " +
+                                      std::to_string(status[1]) + ", expected " +
+                                      std::to_string(repeated_rows));
+    }
+    if (repeated_rows != 0) {
+      // The pairs are unspecified; the error must name a repeated key.
+      if (!repeated.contains(status[2])) {
+        verdict.failed_checks.push_back("status[2] (" + std::to_string(status[2]) +
+                                        ") is not a repeated build key");
+      }
+      verdict.report.compared = 1;
+      return verdict;
+    }
+    std::vector<std::uint32_t> expected_probe, expected_build;
+    for (std::size_t j = 0; j < n; ++j) {
+      if (auto hit = table.find(probe_keys[j]); hit != table.end()) {
+        expected_probe.push_back(probe_payloads[j]);
+        expected_build.push_back(hit->second);
+      }
+    }
+    const std::uint32_t count = status[0];
+    if (count != expected_probe.size()) {
+      verdict.failed_checks.push_back("status[0] (pairs) is " + std::to_string(count) +
+                                      ", expected " + std::to_string(expected_probe.size()));
+    }
+    const std::size_t got = std::min<std::size_t>(count, n);
+    verdict.report = compare_exact(
+        as_words(sorted_pairs(expected_probe, expected_build)),
+        as_words(sorted_pairs(from_bytes<std::uint32_t>(outputs.at("pairs_probe"), got),
+                              from_bytes<std::uint32_t>(outputs.at("pairs_build"), got))));
+    return verdict;
+  }
+
+  WorkAmount work(const Problem& problem) const override {
+    WorkAmount amount;
+    amount.bytes = 8 * (problem.build_elements + problem.elements);
+    amount.items = problem.elements;
+    amount.items_name = "probe keys";
+    return amount;
+  }
+
+  bool deterministic() const override { return false; }
+
+  // 2^28 probe rows against 2^20 build rows: a table of 2^21 slots (16 MiB) that fits the H200's
+  // L2 cache; bench --build-size times other tables.
+  Problem tuning_problem(bool cpu_adapter) const override {
+    Problem problem = elements_problem(tuning_elements(cpu_adapter));
+    problem.build_elements = problem.elements >> 8;
+    return problem;
+  }
+};
+
+}  // namespace
+
+const KernelDefinition& hash_join_u32_kernel() {
+  static const HashJoinU32 kKernel;
+  return kKernel;
+}
+
+}  // namespace wgsl_forge::kernels

@@ -1,0 +1,146 @@
+
+fn linear_workgroup(id: vec3u, count: vec3u) -> u32 {
+  return id.x + id.y * count.x;
+}
+
+struct Params { n: u32, build_n: u32, capacity: u32 }
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> build_keys: array<u32>;
+@group(0) @binding(2) var<storage, read> build_payloads: array<u32>;
+@group(0) @binding(3) var<storage, read> probe_keys: array<u32>;
+@group(0) @binding(4) var<storage, read> probe_payloads: array<u32>;
+@group(0) @binding(5) var<storage, read_write> table: array<atomic<u32>>;
+@group(0) @binding(6) var<storage, read_write> pairs_probe: array<u32>;
+@group(0) @binding(7) var<storage, read_write> pairs_build: array<u32>;
+@group(0) @binding(8) var<storage, read_write> status: array<atomic<u32>>;
+
+const WG: u32 = 256u;  // invocations per workgroup
+const ROWS: u32 = 1u;  // rows per invocation
+const TRIANGULAR: u32 = 0u;  // 1: triangular probing, 0: linear
+const NONE: u32 = 4294967295u;  // no match
+
+const EMPTY: u32 = 0xffffffffu;
+// MurmurHash3's 32-bit finaliser: every input bit moves every output bit.
+fn hash(key: u32) -> u32 {
+  var h = key;
+  h ^= h >> 16u;
+  h *= 0x85ebca6bu;
+  h ^= h >> 13u;
+  h *= 0xc2b2ae35u;
+  h ^= h >> 16u;
+  return h;
+}
+fn first_slot(key: u32) -> u32 { return hash(key) & (params.capacity - 1u); }
+// The slot after `slot` at the `step`th step (1, 2, ...) of a search.
+fn next_slot(slot: u32, step: u32) -> u32 {
+  return (slot + select(1u, step, TRIANGULAR == 1u)) & (params.capacity - 1u);
+}
+fn key_word(slot: u32) -> u32 { return 2u * slot; }
+fn payload_word(slot: u32) -> u32 { return 2u * slot + 1u; }
+
+@compute @workgroup_size(WG)
+fn clear(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+         @builtin(local_invocation_index) local: u32) {
+  let slot = linear_workgroup(group, groups) * WG + local;
+  if (slot < params.capacity) {
+    atomicStore(&table[key_word(slot)], EMPTY);
+    atomicStore(&table[payload_word(slot)], 0u);
+  }
+  if (slot == params.capacity) {  // the slot of key 0xffffffff: its key word counts its rows
+    atomicStore(&table[key_word(slot)], 0u);
+    atomicStore(&table[payload_word(slot)], 0u);
+    for (var s = 0u; s < 3u; s++) { atomicStore(&status[s], 0u); }
+  }
+}
+
+fn report_duplicate(key: u32) {
+  atomicAdd(&status[1], 1u);
+  atomicStore(&status[2], key);
+}
+
+fn insert(key: u32, payload: u32) {
+  if (key == EMPTY) {
+    let slot = params.capacity;
+    if (atomicAdd(&table[key_word(slot)], 1u) == 0u) {
+      atomicStore(&table[payload_word(slot)], payload);
+    } else {
+      report_duplicate(key);
+    }
+    return;
+  }
+  var slot = first_slot(key);
+  for (var step = 1u; step <= params.capacity; step++) {
+    let claimed = atomicCompareExchangeWeak(&table[key_word(slot)], EMPTY, key);
+    if (claimed.exchanged) {
+      atomicStore(&table[payload_word(slot)], payload);
+      return;
+    }
+    if (claimed.old_value == key) {
+      report_duplicate(key);
+      return;
+    }
+    if (claimed.old_value != EMPTY) { slot = next_slot(slot, step); }
+  }
+}
+
+@compute @workgroup_size(WG)
+fn build(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+         @builtin(local_invocation_index) local: u32) {
+  let first = linear_workgroup(group, groups) * (WG * ROWS) + local;
+  for (var r = 0u; r < ROWS; r++) {
+    let row = first + r * WG;
+    if (row < params.build_n) { insert(build_keys[row], build_payloads[row]); }
+  }
+}
+
+fn lookup(key: u32) -> vec2u {
+  if (key == EMPTY) {
+    let slot = params.capacity;
+    return vec2u(select(0u, 1u, atomicLoad(&table[key_word(slot)]) != 0u),
+                 atomicLoad(&table[payload_word(slot)]));
+  }
+  var slot = first_slot(key);
+  for (var step = 1u; step <= params.capacity; step++) {
+    let held = atomicLoad(&table[key_word(slot)]);
+    if (held == key) { return vec2u(1u, atomicLoad(&table[payload_word(slot)])); }
+    if (held == EMPTY) { break; }
+    slot = next_slot(slot, step);
+  }
+  return vec2u(0u, 0u);
+}
+
+var<workgroup> workgroup_matches: atomic<u32>;
+var<workgroup> workgroup_base: u32;
+
+@compute @workgroup_size(WG)
+fn probe(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+         @builtin(local_invocation_index) local: u32) {
+  if (local == 0u) { atomicStore(&workgroup_matches, 0u); }
+  workgroupBarrier();
+  let first = linear_workgroup(group, groups) * (WG * ROWS) + local;
+  // Each match's place among the workgroup's (or NONE), its probe payload and build payload.
+  var place = array<u32, ROWS>();
+  var probe_payload = array<u32, ROWS>();
+  var build_payload = array<u32, ROWS>();
+  for (var r = 0u; r < ROWS; r++) {
+    place[r] = NONE;
+    let row = first + r * WG;
+    if (row < params.n) {
+      let found = lookup(probe_keys[row]);
+      if (found.x == 1u) {
+        place[r] = atomicAdd(&workgroup_matches, 1u);
+        probe_payload[r] = probe_payloads[row];
+        build_payload[r] = found.y;
+      }
+    }
+  }
+  workgroupBarrier();
+  if (local == 0u) { workgroup_base = atomicAdd(&status[0], atomicLoad(&workgroup_matches)); }
+  let base = workgroupUniformLoad(&workgroup_base);
+  for (var r = 0u; r < ROWS; r++) {
+    if (place[r] != NONE) {
+      pairs_probe[base + place[r]] = probe_payload[r];
+      pairs_build[base + place[r]] = build_payload[r];
+    }
+  }
+}
