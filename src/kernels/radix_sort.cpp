@@ -234,9 +234,6 @@ class RadixSort final : public KernelDefinition {
     return cases;
   }
 
-  std::vector<CaseSpec> schedule_cases(const Schedule& schedule,
-                                       const DeviceCapabilities& device) const override;
-
   CaseInputs make_inputs(const CaseSpec& spec, std::uint64_t seed) const override {
     std::mt19937_64 random(seed);
     CaseInputs inputs;
@@ -358,26 +355,6 @@ std::map<std::uint32_t, std::string> RadixSort::round_buffers(std::uint32_t roun
 
 // sweep_clear, digit_histograms, then one scatter per round (see the file comment). The uniform
 // words: n, tiles, the round's shift, the round, digit_histograms' workgroups.
-// The second levels the fixed sizes do not reach for every schedule, each one tile past it:
-// without one_sweep, counts_spine scans the blocks' sums WG * kCountScanItems at a time, so that
-// more than (WG * kCountScanItems)^2 counts (2^digit_bits per tile) give its loop a second step;
-// with one_sweep, digit_histograms zeroes the first round's look-back words (2^digit_bits per
-// tile) kHistogramGroups * kHistogramWorkgroup at a time. (digit_histograms' loop over the keys
-// takes a second step past 2^21 keys whatever the schedule, which the many-workgroups case
-// passes; the look-back walks one predecessor at a time.)
-std::vector<CaseSpec> RadixSort::schedule_cases(const Schedule& schedule,
-                                                const DeviceCapabilities& device) const {
-  const std::uint64_t digits = digit_count_of(schedule);
-  const std::uint64_t spine_step = std::uint64_t{knob(schedule, kWorkgroupSize)} * kCountScanItems;
-  const std::uint64_t words_per_step =
-      one_sweep(schedule) ? kHistogramGroups * kHistogramWorkgroup : spine_step * spine_step;
-  const std::uint64_t tiles = words_per_step / digits + 1;
-  const std::uint64_t n = (tiles - 1) * tile_keys(schedule) + 1;
-  if (n * 4 > device.max_storage_binding_size || n > kMaxSweepKeys) return {};
-  const std::string level = one_sweep(schedule) ? "look-back-words" : "spine";
-  return {{level + " n=" + std::to_string(n) + " uniform", elements_problem(n), "uniform"}};
-}
-
 Result<DispatchPlan> RadixSort::one_sweep_plan(const Schedule& schedule,
                                                const Problem& problem) const {
   const std::uint64_t n = problem.elements;

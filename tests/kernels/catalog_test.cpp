@@ -100,8 +100,8 @@ TEST_P(KernelOnAdapterTest, DefaultAndOtherScheduleMatchTheOracleWithoutBoundsCh
 
 // A builtin kernel with the cases that screen a tuning candidate (up to forge::kQuickCaseElements
 // elements) and its schedule's own second-level cases up to kLargestLevelCase elements: those
-// past it (a reduction's second pass or a sort's spine on the widest tiles) take seconds each on
-// lavapipe, and the default schedule's full certification above runs its own.
+// past it (a reduction's second pass or a scan's look-back on the widest tiles) take seconds each
+// on lavapipe, and the default schedule's full certification above runs its own.
 class QuickAndSecondLevelCases final : public testing::DelegatingKernel {
  public:
   static constexpr std::uint64_t kLargestLevelCase = std::uint64_t{1} << 21;
