@@ -146,6 +146,21 @@ class GemmF32 final : public KernelDefinition {
     return cases;
   }
 
+  // The fixed shapes pass every schedule's tile in m (300), n (300) and k (129, 200), but not in
+  // m and n at once for 128-wide tiles: one element past two tiles of m, one tile of n and two
+  // of k gives 3 x 2 workgroups (unequal, so that rows and columns of the grid cannot be
+  // swapped) and three k-tiles, the last partial.
+  std::vector<CaseSpec> schedule_cases(const Schedule& schedule,
+                                       const DeviceCapabilities&) const override {
+    Problem problem;
+    problem.m = 2 * knob(schedule, kTileM) + 1;
+    problem.n = knob(schedule, kTileN) + 1;
+    problem.k = 2 * knob(schedule, kTileK) + 1;
+    return {{"tiles m=" + std::to_string(problem.m) + " n=" + std::to_string(problem.n) +
+                 " k=" + std::to_string(problem.k),
+             problem, "small"}};
+  }
+
   CaseInputs make_inputs(const CaseSpec& spec, std::uint64_t seed) const override {
     std::mt19937_64 random(seed);
     CaseInputs inputs;

@@ -189,15 +189,17 @@ class Reduce final : public KernelDefinition {
   // reduce_sum_f32's second pass adds up the partial sums WG apart: n one past WG tiles gives
   // it WG + 1, the last holding only the last element. The profile "heavy-last" makes that
   // element 2^24 among values in [-1, 1], so that the tolerance (n 2^-24 sum|x|) cannot hide a
-  // second pass that skips it; from 2^23 elements on it could, and there is no such case. The
-  // other reductions publish each workgroup's total with one atomic: a single level.
+  // second pass that skips it, or adds it twice; from 2^23 elements on it could (the tolerance
+  // then exceeds any element), so there the last element is an infinity ("infinite-last"),
+  // which the sum must keep exactly. The other reductions publish each workgroup's total with
+  // one atomic: a single level.
   std::vector<CaseSpec> schedule_cases(const Schedule& schedule,
                                        const DeviceCapabilities& device) const override {
     if (op_ != ReduceOp::kSumF32) return {};
     const std::uint64_t n = knob(schedule, kWorkgroupSize) * tile_elements(schedule) + 1;
-    if (n >= (1u << 23) || vec4_buffer_bytes(n) > device.max_storage_binding_size) return {};
-    return {
-        {"second-pass n=" + std::to_string(n) + " heavy-last", elements_problem(n), "heavy-last"}};
+    if (vec4_buffer_bytes(n) > device.max_storage_binding_size) return {};
+    const std::string profile = n < (1u << 23) ? "heavy-last" : "infinite-last";
+    return {{"second-pass n=" + std::to_string(n) + " " + profile, elements_problem(n), profile}};
   }
 
   CaseInputs make_inputs(const CaseSpec& spec, std::uint64_t seed) const override {
@@ -205,9 +207,13 @@ class Reduce final : public KernelDefinition {
     CaseInputs inputs;
     inputs.problem = spec.problem;
     const std::uint64_t n = spec.problem.elements;
-    if (spec.value_profile == "heavy-last") {
+    if (spec.value_profile == "heavy-last" || spec.value_profile == "infinite-last") {
       std::vector<float> x = random_floats(n, "small", random);
-      if (!x.empty()) x.back() = 0x1p24f;
+      const float infinity = std::numeric_limits<float>::infinity();
+      if (!x.empty()) {
+        x.back() = spec.value_profile == "heavy-last" ? 0x1p24f
+                                                      : (random() % 2 == 0 ? infinity : -infinity);
+      }
       inputs.buffers["x"] = to_bytes(x);
       return inputs;
     }

@@ -321,12 +321,13 @@ TEST_F(ForgeCliTest, AWritePastTheOutputIsRejectedWithTheGuardsBytes) {
   }
 }
 
-// The other mutants of issue 29, each accepted by certification while padding hid it, certified
-// as a user's source (quick cases: what screens a tuning candidate): writes one past an output
-// or a scratch buffer (the guard after it changes), reads one past an input (the poison after it
-// changes the result), and a second pass of reduce_sum_f32 that skips partial sums (the
-// schedule's second-pass case has more partials than a workgroup: 64 invocations of 2 items: 8193
-// elements).
+// Issue 29's mutants, each accepted by certification while padding hid it, applied to the
+// generated WGSL of the default schedule and certified as a user's source: writes one past an
+// output or a scratch buffer (the guard after it changes), reads one past an input (the poison
+// after it changes the result), and a second pass of reduce_sum_f32 that skips partial sums. The
+// quick cases (what screens a tuning candidate) catch all but the last, whose second-pass case
+// (257 partial sums: 65537 elements) only the full certification has; on a smaller schedule
+// (64 invocations of 2 items: 8193 elements) the quick cases have it too.
 TEST(CertifyTest, SourcesThatStrayPastTheirBuffersOrSkipASecondLevelAreRejected) {
   struct Mutant {
     std::string kernel;
@@ -334,8 +335,11 @@ TEST(CertifyTest, SourcesThatStrayPastTheirBuffersOrSkipASecondLevelAreRejected)
     std::string from;
     std::string to;
     std::string expected;  // in the first failure
+    bool quick = true;
   };
   const std::vector<Mutant> mutants = {
+      {"affine_f32", "", "if (i < params.vectors)", "if (i <= params.vectors)",
+       "affine_f32 writes past the end of output y"},
       {"gather_f32", "", "if (i < params.n)", "if (i <= params.n)",
        "gather_f32 writes past the end of output y"},
       {"histogram_u32", "", "if (b < params.bins) { atomicStore",
@@ -348,6 +352,8 @@ TEST(CertifyTest, SourcesThatStrayPastTheirBuffersOrSkipASecondLevelAreRejected)
       {"reduce_sum_u32", "", "if (i < vectors)", "if (i <= vectors)", ", expected "},
       {"gather_f32", "", "if (j < params.source_length)", "if (j <= params.source_length)",
        ", expected 0 ("},
+      {"reduce_sum_f32", "", "i += WG) { acc += partials[i]; }",
+       "i += 257u) { acc += partials[i]; }", "case 'second-pass n=65537 heavy-last'", false},
       {"reduce_sum_f32", "workgroup_size=64,items_per_invocation=2",
        "i += WG) { acc += partials[i]; }", "i += WG + 1u) { acc += partials[i]; }",
        "case 'second-pass n=8193 heavy-last'"},
@@ -359,16 +365,20 @@ TEST(CertifyTest, SourcesThatStrayPastTheirBuffersOrSkipASecondLevelAreRejected)
     SCOPED_TRACE(mutant.kernel + ": " + mutant.to);
     const kernels::KernelDefinition& kernel = *kernels::find_kernel(mutant.kernel).value();
     const Schedule schedule = kernels::parse_schedule_overrides(kernel, mutant.schedule).value();
+    const std::string generated_source = kernel.generate_wgsl(schedule);
     forge::CertifyOptions options;
-    options.quick = true;
+    options.quick = mutant.quick;
     options.seed = seed;
-    options.source = replace_once(kernel.generate_wgsl(schedule), mutant.from, mutant.to);
+    options.source = replace_once(generated_source, mutant.from, mutant.to);
+    ASSERT_NE(*options.source, generated_source) << "the mutation did not apply";
     Result<CertificationManifest> manifest = forge::certify(device, kernel, schedule, options);
     ASSERT_TRUE(manifest.ok()) << manifest.error().to_string();
     EXPECT_EQ(manifest->verdict, Verdict::kRejected);
     const std::string failure = forge::first_failure(*manifest);
     EXPECT_NE(failure.find(mutant.expected), std::string::npos) << failure;
-    // The generated source passes the same cases: only the mutation is rejected.
+    // The generated source passes the same cases: only the mutation is rejected. (The default
+    // schedule's full certification is KernelOnAdapterTest's.)
+    if (!mutant.quick) continue;
     options.source.reset();
     Result<CertificationManifest> generated = forge::certify(device, kernel, schedule, options);
     ASSERT_TRUE(generated.ok()) << generated.error().to_string();

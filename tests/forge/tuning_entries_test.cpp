@@ -311,27 +311,36 @@ TEST(TuningEntriesTest, AutoTuneAllTunesAgainOverEachEntryThisBuildDoesNotUse) {
   }
 }
 
-// affine_f32 whose WGSL subtracts b instead of adding it when workgroup_size is 64: a legal
-// schedule whose recorded certification is a lie, as a hostile writer could leave it.
-class MiscomputingAffine final : public testing::DelegatingKernel {
+// affine_f32 whose WGSL has `from` replaced by `to` when workgroup_size is 64: a legal schedule
+// whose recorded certification is a lie, as a hostile writer could leave it.
+class MutatedAffine final : public testing::DelegatingKernel {
  public:
-  MiscomputingAffine() : DelegatingKernel("affine_f32") {}
-  std::string_view id() const override { return "miscomputing_affine"; }
+  MutatedAffine(std::string id, std::string from, std::string to)
+      : DelegatingKernel("affine_f32"),
+        id_(std::move(id)),
+        from_(std::move(from)),
+        to_(std::move(to)) {}
+  std::string_view id() const override { return id_; }
   std::uint32_t revision() const override { return 1; }
   std::string_view summary() const override { return "affine_f32, wrong at workgroup_size=64"; }
   std::string generate_wgsl(const Schedule& schedule) const override {
     std::string source = base_.generate_wgsl(schedule);
-    const std::string right = "params.a * x[i] + params.b";
-    if (schedule.get("workgroup_size") == 64 && source.find(right) != std::string::npos) {
-      source.replace(source.find(right), right.size(), "params.a * x[i] - params.b");
+    if (schedule.get("workgroup_size") == 64 && source.find(from_) != std::string::npos) {
+      source.replace(source.find(from_), from_.size(), to_);
     }
     return source;
   }
+
+ private:
+  std::string id_;
+  std::string from_;
+  std::string to_;
 };
 
 TEST(TuningEntriesTest, RecertifyingLoadFallsBackFromAWinnerThatFailsItsQuickCases) {
   gpu::Device& device = testing::shared_device();
-  MiscomputingAffine kernel;
+  const MutatedAffine kernel("miscomputing_affine", "params.a * x[i] + params.b",
+                             "params.a * x[i] - params.b");
   const Schedule wrong = kernels::parse_schedule_overrides(kernel, "workgroup_size=64").value();
   ASSERT_NE(kernel.generate_wgsl(wrong), affine().generate_wgsl(wrong));
   testing::TempDir temp;
@@ -351,6 +360,26 @@ TEST(TuningEntriesTest, RecertifyingLoadFallsBackFromAWinnerThatFailsItsQuickCas
   EXPECT_EQ(ready->prepared.generated().schedule, kernel.default_schedule());
   EXPECT_TRUE(starts_with(ready->origin, "default schedule: the tuned winner " + wrong.to_string() +
                                              " fails its quick re-certification: case '"))
+      << ready->origin;
+}
+
+// The quick re-certification runs between the certification's guards: a winner that writes one
+// element past its output (issue 29's affine mutant), which the output's padding would hide,
+// gives way to the default schedule, and the reason names the guard.
+TEST(TuningEntriesTest, RecertifyingLoadFallsBackFromAWinnerThatWritesPastItsOutput) {
+  gpu::Device& device = testing::shared_device();
+  const MutatedAffine kernel("straying_affine", "if (i < params.vectors)",
+                             "if (i <= params.vectors)");
+  const Schedule straying = kernels::parse_schedule_overrides(kernel, "workgroup_size=64").value();
+  ASSERT_NE(kernel.generate_wgsl(straying), affine().generate_wgsl(straying));
+  testing::TempDir temp;
+  write_entry(temp.path(), tuned_here(kernel, straying));
+  forge::KernelLibrary library(device, ManifestCache(temp.path()), {.recertify_winners = true});
+  Result<forge::KernelLibrary::ReadyKernel> ready = library.load(kernel);
+  ASSERT_TRUE(ready.ok()) << ready.error().to_string();
+  EXPECT_FALSE(ready->tuned) << ready->origin;
+  EXPECT_NE(ready->origin.find("straying_affine writes past the end of output y ("),
+            std::string::npos)
       << ready->origin;
 }
 

@@ -3,13 +3,17 @@
 // to 10000 elements), certified against its oracle on the real adapter (lavapipe in CI). Outputs
 // are poisoned before each run, so an element the kernel forgets fails, and every buffer lies
 // between guards and poison (forge::PreparedKernel::run_guarded), so one it strays past fails.
-// The same without Dawn's bounds clamps, for the default and one other schedule.
+// The same without Dawn's bounds clamps, for the default and one other schedule. And every
+// schedule the tuner starts from (those this adapter runs) and a seeded sample of each space,
+// with the quick cases and the schedule's own second-level cases.
 
 #include <gtest/gtest.h>
 
+#include <numeric>
 #include <random>
 
 #include "gpu/gpu_test_support.hpp"
+#include "support/delegating_kernel.hpp"
 #include "support/test_manifests.hpp"
 #include "wgsl_forge/forge.hpp"
 #include "wgsl_forge/kernels.hpp"
@@ -92,6 +96,70 @@ TEST_P(KernelOnAdapterTest, DefaultAndOtherScheduleMatchTheOracleWithoutBoundsCh
   expect_certified(*device, kernel, space.front(), /*quick=*/true, random);
   expect_certified(*device, kernel, space[1 + random() % (space.size() - 1)], /*quick=*/true,
                    random);
+}
+
+// A builtin kernel with the cases that screen a tuning candidate (up to forge::kQuickCaseElements
+// elements) and its schedule's own second-level cases up to kLargestLevelCase elements: those
+// past it (a reduction's second pass or a scan's look-back on the widest tiles) take seconds each
+// on lavapipe, and the default schedule's full certification above runs its own.
+class QuickAndSecondLevelCases final : public testing::DelegatingKernel {
+ public:
+  static constexpr std::uint64_t kLargestLevelCase = std::uint64_t{1} << 21;
+
+  using DelegatingKernel::DelegatingKernel;
+  std::string_view id() const override { return base_.id(); }
+  std::uint32_t revision() const override { return base_.revision(); }
+  std::string_view summary() const override { return base_.summary(); }
+  bool deterministic() const override { return base_.deterministic(); }
+  std::vector<kernels::CaseSpec> certification_cases() const override {
+    return at_most(base_.certification_cases(), forge::kQuickCaseElements);
+  }
+  std::vector<kernels::CaseSpec> schedule_cases(
+      const Schedule& schedule, const kernels::DeviceCapabilities& device) const override {
+    return at_most(base_.schedule_cases(schedule, device), kLargestLevelCase);
+  }
+
+ private:
+  static std::vector<kernels::CaseSpec> at_most(std::vector<kernels::CaseSpec> cases,
+                                                std::uint64_t elements) {
+    std::erase_if(cases, [&](const kernels::CaseSpec& spec) {
+      return std::max<std::uint64_t>(spec.problem.elements,
+                                     std::uint64_t{spec.problem.m} * spec.problem.n) > elements;
+    });
+    return cases;
+  }
+};
+
+TEST_P(KernelOnAdapterTest, StartingPointsAndASampleOfTheSpaceCertifyWithTheirSecondLevels) {
+  const KernelDefinition& kernel = *kernels::find_kernel(GetParam()).value();
+  gpu::Device& device = testing::shared_device();
+  const std::uint64_t seed = testing::test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (rerun with WGSL_FORGE_TEST_SEED)");
+  std::mt19937_64 random(seed);
+  const kernels::DeviceCapabilities capabilities = forge::capabilities_of(device.adapter());
+  std::vector<Schedule> schedules;
+  for (const std::string& point : kernel.starting_points()) {
+    Result<Schedule> schedule = kernels::parse_schedule_overrides(kernel, point);
+    ASSERT_TRUE(schedule.ok()) << schedule.error().to_string();
+    // Some are the H200's (more workgroup memory than lavapipe's 32 KiB): the tuner skips them.
+    if (kernel.check_schedule(*schedule, capabilities).ok()) schedules.push_back(*schedule);
+  }
+  const std::vector<Schedule> space = kernel.schedule_space(capabilities);
+  std::vector<std::size_t> others(space.size() - 1);
+  std::iota(others.begin(), others.end(), 1);
+  std::shuffle(others.begin(), others.end(), random);
+  for (std::size_t i = 0; i < std::min<std::size_t>(2, others.size()); ++i) {
+    schedules.push_back(space[others[i]]);
+  }
+  const QuickAndSecondLevelCases screened(kernel.id());
+  for (const Schedule& schedule : schedules) {
+    forge::CertifyOptions options;
+    options.seed = random();
+    SCOPED_TRACE(schedule.to_string() + " case seeds from " + std::to_string(options.seed));
+    Result<CertificationManifest> manifest = forge::certify(device, screened, schedule, options);
+    ASSERT_TRUE(manifest.ok()) << manifest.error().to_string();
+    EXPECT_EQ(manifest->verdict, Verdict::kCertified) << forge::first_failure(*manifest);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Builtins, KernelOnAdapterTest, ::testing::ValuesIn(kernel_ids()),
