@@ -18,7 +18,7 @@ stages=("$@")
 [ "${#stages[@]}" -eq 0 ] && stages=(ci asan tsan fuzz)
 
 # Tests that never load Dawn (model, cache, kernel definitions without a device).
-no_gpu_tests='^(Blake3Test|TimingSummaryTest|ManifestJsonTest|TuningManifestTest|CertificationManifestTest|ManifestCacheTest|CacheFaultTest|CacheRootResolutionTest|KernelCatalogTest|KernelCatalogGoldenTest)\.|manifest_parser'
+no_gpu_tests='^(Blake3Test|TimingSummaryTest|ManifestJsonTest|TuningManifestTest|CertificationManifestTest|ManifestCacheTest|CacheFaultTest|CacheRootResolutionTest|RemoteStoreTest|RemoteAddressTest|KernelCatalogTest|KernelCatalogGoldenTest)\.|manifest_parser'
 
 for stage in "${stages[@]}"; do
   echo "[test] stage $stage"

@@ -381,6 +381,10 @@ std::vector<AutoTuneRow> auto_tune_all(gpu::Device& device, const ManifestCache&
       if (waited[i] && row.status == AutoTuneRow::Status::kCached) {
         row.status = AutoTuneRow::Status::kTunedElsewhere;
         row.decision = "tuned by another node of the fleet, which held its lease";
+      } else if (waited[i] && row.status == AutoTuneRow::Status::kTuned) {
+        row.decision =
+            "tuned here after another node's lease ended without an entry (that node "
+            "died or failed)";
       }
       rows[i] = std::move(row);
     }
