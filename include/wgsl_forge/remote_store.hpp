@@ -26,7 +26,8 @@
 //     own root (content hash, invariants, key and topology) before it is used or stored locally.
 //
 // Failure: connecting waits at most `connect_timeout` and every command at most
-// `command_timeout` (defaults 1 s each). The first failure (refused, timed out, a reply that is
+// `command_timeout` (defaults 1 s each; so a server that is down costs a refused connection, one
+// that accepts and never answers at most 2 s: the connection, then the PING that proves it). The first failure (refused, timed out, a reply that is
 // not what the protocol promises) is reported once through `on_warning` and the store goes
 // offline for the rest of the process: every later call answers at once as "offline", so a node
 // whose remote is down or slow works with its local cache only and never fails to start.

@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
                  "Shared store of a fleet, redis://HOST[:PORT][/DB] (default: $WGSL_FORGE_REMOTE): "
                  "entries missing here are taken from it (checked) and new ones published to "
                  "it; auto-tune-all splits the work with the other nodes. A remote that is down "
-                 "costs at most 1 s, a warning, and local-only operation");
+                 "or silent costs at most 2 s, a warning, and local-only operation");
 
   std::string webgpu_library;
   app.add_option("--webgpu-lib", webgpu_library,
