@@ -27,10 +27,11 @@
 //
 // Failure: connecting waits at most `connect_timeout` and every command at most
 // `command_timeout` (defaults 1 s each; so a server that is down costs a refused connection, one
-// that accepts and never answers at most 2 s: the connection, then the PING that proves it). The first failure (refused, timed out, a reply that is
-// not what the protocol promises) is reported once through `on_warning` and the store goes
-// offline for the rest of the process: every later call answers at once as "offline", so a node
-// whose remote is down or slow works with its local cache only and never fails to start.
+// that accepts and never answers at most 2 s: the connection, then the PING that proves it). The
+// first failure (refused, timed out, an error reply) is reported once through `on_warning` and
+// the store goes offline for the rest of the process: every later call answers at once as
+// "offline", so a node whose remote is down or slow works with its local cache only and never
+// fails to start.
 //
 // Leases: `wgsl-forge:v3:lease:<key>` holds the claiming node's unique token, set with
 // SET NX PX (it expires by itself when its node dies), renewed with PEXPIRE and released with
