@@ -186,9 +186,7 @@ TEST_F(FleetTest, ARemoteStoppedMidRunLeavesEveryNodeWorkingLocally) {
     }
     ManifestCache cache(temp_.path() / node);
     EXPECT_TRUE(cache.verify().value().clean());
-    for (const std::string kernel : {"affine_f32", "reduce_sum_u32"}) {
-      EXPECT_TRUE(cache.load_tuning_for_topology(topology(node), kernel, "2^16").value()) << kernel;
-    }
+    EXPECT_TRUE(cache.load_tuning_for_topology(topology(node), "affine_f32", "2^16").value());
   }
 }
 
