@@ -59,7 +59,8 @@ set_target_properties(wgsl_forge_shared PROPERTIES
   VERSION ${PROJECT_VERSION}
   SOVERSION ${PROJECT_VERSION_MAJOR})
 # What a consumer needs: the headers and C++20 (they use std::span). No third-party header is
-# public (nlohmann-json, BLAKE3 and Dawn are inside the library), so nothing else is required.
+# public (nlohmann-json, BLAKE3 and Dawn are inside the library; hiredis is a NEEDED entry of the
+# shared library), so nothing else is required.
 target_include_directories(wgsl_forge_shared INTERFACE
   $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
   $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/generated>
@@ -75,7 +76,7 @@ install(FILES ${PROJECT_BINARY_DIR}/generated/wgsl_forge/version.hpp
 install(TARGETS wgsl_forge_shared EXPORT wgsl_forgeTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 # The static layers, for programs that link them by hand (they also need BLAKE3's archive,
-# installed under a name of ours, nlohmann-json's headers, -ldl and -pthread). They are not
+# installed under a name of ours, nlohmann-json's headers, -lhiredis, -ldl and -pthread). They are not
 # exported as a CMake target: their usage requirements name build-tree targets (BLAKE3, the
 # warnings) and paths.
 set_target_properties(blake3 PROPERTIES OUTPUT_NAME wgsl_forge_blake3)

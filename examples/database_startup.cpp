@@ -8,6 +8,7 @@
 //   SELECT customer % 64, count(*) ... GROUP BY 1;              (histogram)
 //
 //   database_startup [--cache DIR] [--rows N]        exit 0 when every result is right
+//   (with $WGSL_FORGE_REMOTE set, the fleet's shared store stands behind the cache)
 
 #include <algorithm>
 #include <chrono>
@@ -72,7 +73,13 @@ int main(int argc, char** argv) {
   if (!device) return fail(device.error());
   auto root = resolve_cache_root(cache_dir);
   if (!root) return fail(root.error());
-  forge::Primitives primitives(**device, ManifestCache(*root));
+  ManifestCache cache(*root);
+  // A fleet's shared store ($WGSL_FORGE_REMOTE, redis://HOST:PORT): what this machine has not
+  // tuned yet comes from the nodes that have. Unreachable, it costs a warning, never the start.
+  auto remote = RemoteStore::from_environment();
+  if (!remote) return fail(remote.error());
+  cache.set_remote(*remote);
+  forge::Primitives primitives(**device, cache);
   // All kernels in one call: their pipelines compile side by side (Dawn's worker threads).
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();

@@ -6,7 +6,8 @@
 #
 # Needs root (or sudo) the first time, for apt. What it installs:
 #   - the toolchain and libraries: g++, cmake, ninja, GoogleTest, Google Benchmark,
-#     nlohmann-json3-dev, libcli11-dev, librust-blake3-dev (BLAKE3's official C sources), clang-format;
+#     nlohmann-json3-dev, libcli11-dev, librust-blake3-dev (BLAKE3's official C sources), clang-format,
+#     libhiredis-dev (the Redis client of the remote store); redis-server for the test presets;
 #   - for the ci preset, chromium (the report's test renders its page in it, headless);
 #   - Vulkan on the CPU: Mesa lavapipe (mesa-vulkan-drivers) and libvulkan1 from bookworm-backports
 #     (Dawn refuses the Mesa 22.3 of plain bookworm);
@@ -28,7 +29,9 @@ as_root() {
 
 packages=(g++ cmake ninja-build pkg-config git ca-certificates libgtest-dev libgmock-dev
           libbenchmark-dev nlohmann-json3-dev libcli11-dev librust-blake3-dev clang-format
-          vulkan-tools python3)
+          vulkan-tools python3 libhiredis-dev)
+# The tests of the remote store start their own Redis server.
+case "$preset" in ci | asan | tsan | dev) packages+=(redis-server) ;; esac
 # The report's test renders its page in headless Chromium.
 [ "$preset" = ci ] && packages+=(chromium)
 # libFuzzer comes with clang's runtime libraries.

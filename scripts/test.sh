@@ -18,7 +18,7 @@ stages=("$@")
 [ "${#stages[@]}" -eq 0 ] && stages=(ci asan tsan fuzz)
 
 # Tests that never load Dawn (model, cache, kernel definitions without a device).
-no_gpu_tests='^(Blake3Test|TimingSummaryTest|ManifestJsonTest|TuningManifestTest|CertificationManifestTest|ManifestCacheTest|CacheFaultTest|CacheRootResolutionTest|BundleTest|KernelCatalogTest|KernelCatalogGoldenTest|ReportPageTest)\.|manifest_parser|bundle_parser'
+no_gpu_tests='^(Blake3Test|TimingSummaryTest|ManifestJsonTest|TuningManifestTest|CertificationManifestTest|ManifestCacheTest|CacheFaultTest|CacheRootResolutionTest|BundleTest|RemoteStoreTest|RemoteAddressTest|KernelCatalogTest|KernelCatalogGoldenTest|ReportPageTest)\.|manifest_parser|bundle_parser'
 
 for stage in "${stages[@]}"; do
   echo "[test] stage $stage"

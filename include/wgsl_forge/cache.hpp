@@ -61,6 +61,16 @@
 // one, plus at most its temporary file, which readers never see; remove_stale_temporaries (the
 // `wgsl-forge cache prune` command) deletes those once they are older than any live store. Every
 // file operation goes through a FileSystem (file_system.hpp), so tests fail each one in turn.
+//
+// A remote store (set_remote; remote_store.hpp has its key layout, timeouts and failure rule)
+// shares tuning and certification entries across a fleet. A load that finds no local entry asks
+// it, checks the bytes exactly as a file of the root (decode: content hash, invariants, key and
+// topology) and stores them locally before returning them; bytes that fail the checks are a
+// kCorruption error naming the remote entry, and nothing is stored locally. A store publishes to
+// the remote before it writes locally: SET NX, so a different valid value there is a kCollision
+// (and nothing is written locally), a damaged one a kCorruption error; the replacing stores
+// (store_certification_replacing_damaged, replace_tuning_for_topology) replace on the remote
+// what they replace locally, by compare-and-set. A remote that is offline is skipped.
 
 #include <chrono>
 #include <filesystem>
@@ -73,6 +83,7 @@
 #include "wgsl_forge/error.hpp"
 #include "wgsl_forge/file_system.hpp"
 #include "wgsl_forge/model.hpp"
+#include "wgsl_forge/remote_store.hpp"
 
 namespace wgsl_forge {
 
@@ -190,6 +201,10 @@ class ManifestCache {
       : root_(std::move(root)), files_(std::move(files)) {}
 
   const std::filesystem::path& root() const { return root_; }
+
+  // The shared store behind this cache (null: none). See the top of this file.
+  void set_remote(std::shared_ptr<RemoteStore> remote) { remote_ = std::move(remote); }
+  const std::shared_ptr<RemoteStore>& remote() const { return remote_; }
 
   // A certification manifest without a cache key cannot be stored (kSerialization error).
   Result<std::filesystem::path> store_certification(const CertificationManifest& manifest) const;
@@ -314,6 +329,16 @@ class ManifestCache {
                                               const std::string& bytes,
                                               const std::optional<Snapshot>& expected) const;
   Result<std::optional<std::string>> read_entry(ManifestKind kind, std::string_view key) const;
+  // The local store_bytes, without the remote.
+  Result<std::filesystem::path> store_local(ManifestKind kind, std::string_view key,
+                                            const std::string& bytes) const;
+  // Whether the remote is a store for `kind` (measurements stay local).
+  bool shares(ManifestKind kind) const { return remote_ && kind != ManifestKind::kMeasurement; }
+  // A local miss: the remote's entry, checked, then stored locally (see the top of this file).
+  Result<std::optional<std::string>> fetch_remote(ManifestKind kind, std::string_view key) const;
+  // Publishes `bytes` (SET NX), or with `seen` replaces exactly that value (compare-and-set).
+  Status publish_remote(ManifestKind kind, std::string_view key, const std::string& bytes,
+                        const std::optional<std::string>& seen) const;
   // The canonical bytes of a manifest stored under the topology key of (topology_hash,
   // kernel_id); kInvalidInput when it describes another kernel or topology.
   static Result<std::string> topology_entry_bytes(std::string_view topology_hash,
@@ -327,6 +352,7 @@ class ManifestCache {
 
   std::filesystem::path root_;
   std::shared_ptr<FileSystem> files_;
+  std::shared_ptr<RemoteStore> remote_;
 };
 
 // Where the cache lives: `explicit_root` (the --cache flag) if given, else $WGSL_FORGE_CACHE,

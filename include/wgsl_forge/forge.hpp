@@ -245,6 +245,10 @@ struct AutoTuneOptions {
   std::vector<std::string> sizes;
   // Told before each (kernel, bucket) is looked at: its index among all of them, their count.
   std::function<void(std::size_t index, std::size_t count, const std::string& kernel_id)> on_kernel;
+  // With a remote store (ManifestCache::remote), how long a node's claim on a (kernel, bucket)
+  // lasts unless renewed (it is renewed every third of it while the node tunes): a node that
+  // dies mid-tune holds up the entry at most this long.
+  std::chrono::milliseconds lease_duration{30000};
 };
 
 // The size buckets of `kernel` on this device (KernelDefinition::size_buckets, scaled for a CPU
@@ -316,6 +320,12 @@ Result<VerifyReport> verify_cache(const ManifestCache& cache);
 // and certification manifests; asks the cache first. One row per (kernel, bucket). A failure of
 // one (even a corrupt cache entry) is reported in its row and the others go on; once the device
 // is lost, every one left gets a row that says so.
+// With a remote store that is online, nodes of one topology split the work: each (kernel,
+// bucket) to tune is claimed with a lease (RemoteStore::claim, AutoTuneOptions::lease_duration)
+// before it is tuned and released after; one that another node holds is passed over and looked
+// at again (every quarter of the lease, at most every second) until that node's entry is there,
+// which this node then uses (kTunedElsewhere), or its lease is gone (released without an entry,
+// or expired with a dead node), which this node then claims and tunes. Rows stay in order.
 std::vector<AutoTuneRow> auto_tune_all(gpu::Device& device, const ManifestCache& cache,
                                        std::span<const kernels::KernelDefinition* const> kernels,
                                        const AutoTuneOptions& options);

@@ -62,7 +62,9 @@ typedef struct wf_device_desc {
 const char* wf_version(void);
 
 /* Opens the default adapter (Vulkan) and the manifest cache in `cache_dir` (NULL: the default,
- * $WGSL_FORGE_CACHE, else $XDG_CACHE_HOME/wgsl-forge, else ~/.cache/wgsl-forge). On failure
+ * $WGSL_FORGE_CACHE, else $XDG_CACHE_HOME/wgsl-forge, else ~/.cache/wgsl-forge), with the
+ * fleet's shared store $WGSL_FORGE_REMOTE (redis://HOST[:PORT][/DB]) behind it when that is set
+ * (remote_store.hpp: a malformed URL fails, an unreachable server costs a warning). On failure
  * *out is a context that holds only the error message (read it, then destroy it), or NULL when
  * out itself is NULL. */
 int wf_context_create(const char* cache_dir /* NULL: default */, wf_context** out);

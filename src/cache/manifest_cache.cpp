@@ -390,6 +390,15 @@ Result<fs::path> ManifestCache::replace_bytes(ManifestKind kind, std::string_vie
                             "it); that writer's entry is kept."));
     }
   }
+  if (shares(kind)) {
+    // The remote value replaced is the one this process saw (the snapshot, which a local miss
+    // filled from the remote); without one (a forced re-tune), whatever the remote holds now.
+    const std::optional<std::string> seen =
+        expected ? expected->bytes : remote_->fetch(kind, lowercase(key));
+    if (Status published = publish_remote(kind, key, bytes, seen); !published) {
+      return fail(std::move(published).error());
+    }
+  }
   const fs::path temporary_path =
       root_ / temporary_name(std::string(manifest_kind_name(kind)) + "-" + lowercase(key));
   if (Status written = write_temporary(*files_, temporary_path, bytes); !written) {
@@ -443,7 +452,44 @@ Result<std::optional<TuningManifest>> ManifestCache::load_tuning_for_topology(
 Result<std::optional<std::string>> ManifestCache::read_entry(ManifestKind kind,
                                                              std::string_view key) const {
   WF_TRY(validate_cache_key(key));
-  return read_file(*files_, path_for(kind, key));
+  WF_TRY_ASSIGN(std::optional<std::string> local, read_file(*files_, path_for(kind, key)));
+  if (local || !shares(kind)) return local;
+  return fetch_remote(kind, lowercase(key));
+}
+
+Result<std::optional<std::string>> ManifestCache::fetch_remote(ManifestKind kind,
+                                                               std::string_view key) const {
+  std::optional<std::string> bytes = remote_->fetch(kind, key);
+  if (!bytes) return std::optional<std::string>();
+  if (Result<EntrySummary> valid = check_entry_content(kind, key, *bytes); !valid) {
+    return Error(ErrorKind::kCorruption,
+                 "Remote entry " + RemoteStore::entry_name(kind, key) + " on " +
+                     remote_->address().to_string() + " is refused: " + valid.error().message() +
+                     " It is not stored locally; a tune of this entry replaces it.");
+  }
+  // A local copy spares the next start-up the remote. A root that cannot be written (a read-only
+  // cache, a full disk) or that another writer filled meanwhile costs only that: the bytes are
+  // checked and are what this load returns either way.
+  (void)store_local(kind, key, *bytes);
+  return bytes;
+}
+
+Status ManifestCache::publish_remote(ManifestKind kind, std::string_view key,
+                                     const std::string& bytes,
+                                     const std::optional<std::string>& seen) const {
+  const std::string lower = lowercase(key);
+  RemoteStore::PublishResult published =
+      seen ? remote_->replace(kind, lower, bytes, *seen) : remote_->publish(kind, lower, bytes);
+  if (published.outcome != RemoteStore::Outcome::kDifferent) return Ok{};
+  const std::string name = "Remote entry " + RemoteStore::entry_name(kind, lower) + " on " +
+                           remote_->address().to_string();
+  if (Result<EntrySummary> valid = check_entry_content(kind, lower, published.existing); !valid) {
+    return Error(ErrorKind::kCorruption, name + " is corrupt: " + valid.error().message());
+  }
+  return Error(ErrorKind::kCollision,
+               name + " already holds a different " + manifest_kind_name(kind) + " manifest (" +
+                   std::to_string(published.existing.size()) + " bytes stored, " +
+                   std::to_string(bytes.size()) + " bytes offered); entries are immutable.");
 }
 
 Result<ManifestCache::Directory> ManifestCache::open_root_for_writing() const {
@@ -490,6 +536,18 @@ std::optional<Result<fs::path>> ManifestCache::compare_with_existing(
 Result<fs::path> ManifestCache::store_bytes(ManifestKind kind, std::string_view key,
                                             const std::string& bytes) const {
   WF_TRY(validate_cache_key(key));
+  if (shares(kind)) {
+    // The local entry decides first (the same bytes: done; others: a collision), then the fleet's.
+    if (auto outcome = compare_with_existing(kind, key, bytes)) return std::move(*outcome);
+    WF_TRY_CONTEXT(publish_remote(kind, key, bytes, std::nullopt),
+                   "storing " + std::string(manifest_kind_name(kind)) + " manifest " +
+                       path_for(kind, key).string());
+  }
+  return store_local(kind, key, bytes);
+}
+
+Result<fs::path> ManifestCache::store_local(ManifestKind kind, std::string_view key,
+                                            const std::string& bytes) const {
   const fs::path final_path = path_for(kind, key);
   auto fail = [&](Error cause) -> Result<fs::path> {
     return std::move(cause).with_context("storing " + std::string(manifest_kind_name(kind)) +

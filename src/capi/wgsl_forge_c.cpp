@@ -90,8 +90,11 @@ int open_context(std::unique_ptr<gpu::Device> device, const char* cache_dir, wf_
   if (cache_dir != nullptr) explicit_root = cache_dir;
   Result<std::filesystem::path> root = resolve_cache_root(explicit_root);
   if (!root) return fail(context, root.error());
+  Result<std::shared_ptr<RemoteStore>> remote = RemoteStore::from_environment();
+  if (!remote) return fail(context, remote.error());
   context.device = std::move(device);
   context.cache.emplace(*root);
+  context.cache->set_remote(std::move(*remote));
   context.primitives = std::make_unique<forge::Primitives>(*context.device, *context.cache);
   return WF_OK;
 }

@@ -59,6 +59,14 @@ Status check_cache_writable(const ManifestCache& cache) {
 Result<ManifestCache> open_cache(const GlobalOptions& options, CacheUse use) {
   WF_TRY_ASSIGN(std::filesystem::path root, resolve_cache_root(options.cache_dir));
   ManifestCache cache(root);
+  if (options.remote) {
+    Result<RemoteAddress> address = RemoteAddress::parse(*options.remote);
+    if (!address) return std::move(address).error().with_context("reading --remote");
+    cache.set_remote(RemoteStore::connect(std::move(*address)));
+  } else {
+    WF_TRY_ASSIGN(std::shared_ptr<RemoteStore> remote, RemoteStore::from_environment());
+    cache.set_remote(std::move(remote));
+  }
   if (use == CacheUse::kWrite) WF_TRY(check_cache_writable(cache));
   return cache;
 }

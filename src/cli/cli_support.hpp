@@ -30,6 +30,8 @@ struct GlobalOptions {
   // --timeout: the watchdog of every wait for the GPU (RuntimeOptions::wait_timeout), and of a
   // tuning candidate's drain; unset: the library's defaults.
   std::optional<std::chrono::milliseconds> timeout;
+  // --remote: redis://HOST[:PORT][/DB] of the fleet's shared store; unset: $WGSL_FORGE_REMOTE.
+  std::optional<std::string> remote;
 };
 
 // Prints "wgsl-forge: error: <message and context>" to stderr, on one line (a compiler's
@@ -54,7 +56,8 @@ inline constexpr std::chrono::seconds kTeardownGrace{2};
 bool teardown_abandoned();
 
 // The device and the cache that the global options (--webgpu-lib, --backend,
-// --no-bounds-checks, --timeout, --cache) name.
+// --no-bounds-checks, --timeout, --cache, --remote) name. A malformed remote URL is an error; an
+// unreachable remote is a warning and a cache without it (remote_store.hpp).
 Result<OpenDevice> open_device(const GlobalOptions& options);
 // kWrite also proves the cache directory writable, before any GPU work is spent.
 enum class CacheUse { kRead, kWrite };

@@ -213,8 +213,9 @@ struct TuneArguments {
   std::uint64_t seed = 0;
   bool json = false;
   bool retune = false;
-  bool force = false;  // tune --force: replace the entry without the stored winner competing
-  bool trace = false;  // one line per candidate on stderr
+  bool force = false;         // tune --force: replace the entry without the stored winner competing
+  bool trace = false;         // one line per candidate on stderr
+  double lease_seconds = 30;  // auto-tune-all with a remote: AutoTuneOptions::lease_duration
 };
 
 // A candidate's outcome as one line: its first timing, or the stage it failed at and why.
@@ -408,6 +409,8 @@ int run_auto_tune(const GlobalOptions& options, const TuneArguments& arguments,
   tune_options.force = arguments.force;
   tune_options.tune.budget = arguments.budget;
   tune_options.tune.seed = arguments.seed;
+  tune_options.lease_duration =
+      std::chrono::milliseconds(static_cast<std::int64_t>(arguments.lease_seconds * 1000));
   // --timeout bounds every GPU wait, also the wait for a timed-out candidate to leave the GPU.
   if (options.timeout) tune_options.tune.drain_timeout = *options.timeout;
   const std::vector<const kernels::KernelDefinition*>& requested =
@@ -886,6 +889,10 @@ void add_auto_tune_all(CLI::App& app, const GlobalOptions& options, std::functio
   all->add_flag("--retune", all_arguments->retune,
                 "Tune again where the cache has a result; the stored winner competes and is "
                 "replaced only by a certified schedule faster beyond noise");
+  all->add_option("--lease", all_arguments->lease_seconds,
+                  "With a remote store: seconds a claim on a (kernel, size bucket) lasts unless "
+                  "renewed; a node that dies mid-tune holds its entry up this long (default 30)")
+      ->check(CLI::Range(0.2, 3600.0));
   all->add_flag("--json", all_arguments->json, "Print JSON");
   all->add_flag("--trace", all_arguments->trace,
                 "Print each candidate's first timing or failure on stderr");

@@ -87,8 +87,8 @@ int main(int argc, char** argv) {
   CLI::App app("wgsl-forge: generates, certifies and tunes WGSL compute kernels", "wgsl-forge");
   app.set_version_flag("--version", std::string("wgsl-forge ") + wgsl_forge::kVersion);
   app.require_subcommand(1);
-  // Global options (--cache, --webgpu-lib, --backend, --no-bounds-checks, --timeout) may also
-  // follow the subcommand.
+  // Global options (--cache, --remote, --webgpu-lib, --backend, --no-bounds-checks, --timeout) may
+  // also follow the subcommand.
   app.fallthrough();
 
   GlobalOptions options;
@@ -96,6 +96,13 @@ int main(int argc, char** argv) {
   app.add_option("--cache", cache_dir,
                  "Cache directory (default: $WGSL_FORGE_CACHE, $XDG_CACHE_HOME/wgsl-forge or "
                  "~/.cache/wgsl-forge)");
+
+  std::string remote;
+  app.add_option("--remote", remote,
+                 "Shared store of a fleet, redis://HOST[:PORT][/DB] (default: $WGSL_FORGE_REMOTE): "
+                 "entries missing here are taken from it (checked) and new ones published to "
+                 "it; auto-tune-all splits the work with the other nodes. A remote that is down "
+                 "or silent costs at most 2 s, a warning, and local-only operation");
 
   std::string webgpu_library;
   app.add_option("--webgpu-lib", webgpu_library,
@@ -131,6 +138,7 @@ int main(int argc, char** argv) {
                               " (wgsl-forge --help lists the commands and options)"));
   }
   if (!cache_dir.empty()) options.cache_dir = cache_dir;
+  if (!remote.empty()) options.remote = remote;
   if (!webgpu_library.empty()) options.webgpu_library = webgpu_library;
   if (timeout_seconds > 0) {
     options.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout_seconds * 1000));

@@ -1,8 +1,11 @@
 // auto-tune-all: every builtin kernel not yet tuned for this adapter's topology.
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <stdexcept>
+#include <thread>
 
 #include "util/try.hpp"
 #include "wgsl_forge/forge.hpp"
@@ -291,6 +294,48 @@ AutoTuneRow tune_and_store(gpu::Device& device, const ManifestCache& cache,
   return tune_and_store(device, cache, kernel, main_bucket(device, kernel), options);
 }
 
+namespace {
+
+// A node's claim on one entry while it tunes it: renewed on a thread of its own every third of
+// the lease, released when the tune is over. A renewal that finds the lease gone (this node
+// stalled past it and another claimed the entry) stops renewing; the stores then settle which
+// entry stands, as for any two writers.
+class EntryLease {
+ public:
+  EntryLease(std::shared_ptr<RemoteStore> remote, std::string key, std::string token,
+             std::chrono::milliseconds duration)
+      : remote_(std::move(remote)), key_(std::move(key)), token_(std::move(token)) {
+    renewer_ = std::thread([this, duration] {
+      std::unique_lock lock(mutex_);
+      while (!stopping_.wait_for(lock, duration / 3, [this] { return stopped_; })) {
+        if (!remote_->renew(key_, token_, duration)) return;
+      }
+    });
+  }
+  ~EntryLease() {
+    {
+      std::lock_guard lock(mutex_);
+      stopped_ = true;
+    }
+    stopping_.notify_all();
+    renewer_.join();
+    remote_->release(key_, token_);
+  }
+  EntryLease(const EntryLease&) = delete;
+  EntryLease& operator=(const EntryLease&) = delete;
+
+ private:
+  std::shared_ptr<RemoteStore> remote_;
+  std::string key_;
+  std::string token_;
+  std::mutex mutex_;
+  std::condition_variable stopping_;
+  bool stopped_ = false;
+  std::thread renewer_;
+};
+
+}  // namespace
+
 std::vector<AutoTuneRow> auto_tune_all(gpu::Device& device, const ManifestCache& cache,
                                        std::span<const kernels::KernelDefinition* const> catalog,
                                        const AutoTuneOptions& options) {
@@ -300,24 +345,66 @@ std::vector<AutoTuneRow> auto_tune_all(gpu::Device& device, const ManifestCache&
       work.emplace_back(kernel, std::move(bucket));
     }
   }
-  std::vector<AutoTuneRow> rows;
-  for (std::size_t i = 0; i < work.size(); ++i) {
-    const auto& [kernel, bucket] = work[i];
-    if (options.on_kernel) options.on_kernel(i, work.size(), std::string(kernel->id()));
-    rows.push_back(tune_and_store(device, cache, *kernel, bucket, options));
-    if (device.lost_reason()) {
-      // Nothing more can run; say so for every one left.
-      for (std::size_t j = i + 1; j < work.size(); ++j) {
-        AutoTuneRow lost;
-        lost.kernel_id = std::string(work[j].first->id());
-        lost.bucket = work[j].second.label;
-        lost.message = "not tuned: the GPU device was lost (" + *device.lost_reason() + ")";
-        rows.push_back(std::move(lost));
+  const std::shared_ptr<RemoteStore>& remote = cache.remote();
+  const std::string token = RemoteStore::unique_token();
+  const std::chrono::milliseconds poll_interval = std::clamp(
+      options.lease_duration / 4, std::chrono::milliseconds(50), std::chrono::milliseconds(1000));
+  // Once another node held an entry, its tune is taken as the fleet's (no re-tune of it here).
+  AutoTuneOptions after_waiting = options;
+  after_waiting.retune = false;
+  after_waiting.force = false;
+
+  std::vector<std::optional<AutoTuneRow>> rows(work.size());
+  std::vector<bool> waited(work.size(), false);
+  std::vector<std::size_t> pending(work.size());
+  for (std::size_t i = 0; i < work.size(); ++i) pending[i] = i;
+  std::size_t looked_at = 0;
+  while (!pending.empty() && !device.lost_reason()) {
+    std::vector<std::size_t> held_elsewhere;
+    for (std::size_t i : pending) {
+      if (device.lost_reason()) break;
+      const auto& [kernel, bucket] = work[i];
+      const AutoTuneOptions& these_options = waited[i] ? after_waiting : options;
+      std::optional<EntryLease> lease;
+      if (remote && remote->online() && would_tune(device, cache, *kernel, bucket, these_options)) {
+        const std::string key = entry_key(device, *kernel, bucket);
+        if (remote->claim(key, token, options.lease_duration)) {
+          lease.emplace(remote, key, token, options.lease_duration);
+        } else if (remote->online()) {
+          waited[i] = true;
+          held_elsewhere.push_back(i);
+          continue;
+        }
       }
-      break;
+      if (options.on_kernel) options.on_kernel(looked_at++, work.size(), std::string(kernel->id()));
+      AutoTuneRow row = tune_and_store(device, cache, *kernel, bucket, these_options);
+      if (waited[i] && row.status == AutoTuneRow::Status::kCached) {
+        row.status = AutoTuneRow::Status::kTunedElsewhere;
+        row.decision = "tuned by another node of the fleet, which held its lease";
+      } else if (waited[i] && row.status == AutoTuneRow::Status::kTuned) {
+        row.decision =
+            "tuned here after another node's lease ended without an entry (that node "
+            "died or failed)";
+      }
+      rows[i] = std::move(row);
     }
+    if (held_elsewhere.size() == pending.size()) std::this_thread::sleep_for(poll_interval);
+    pending = std::move(held_elsewhere);
   }
-  return rows;
+  std::vector<AutoTuneRow> ordered;
+  for (std::size_t i = 0; i < work.size(); ++i) {
+    if (rows[i]) {
+      ordered.push_back(std::move(*rows[i]));
+      continue;
+    }
+    // The device was lost: nothing more can run; say so for every one left.
+    AutoTuneRow lost;
+    lost.kernel_id = std::string(work[i].first->id());
+    lost.bucket = work[i].second.label;
+    lost.message = "not tuned: the GPU device was lost (" + device.lost_reason().value_or("") + ")";
+    ordered.push_back(std::move(lost));
+  }
+  return ordered;
 }
 
 std::vector<AutoTuneRow> auto_tune_all(gpu::Device& device, const ManifestCache& cache,
