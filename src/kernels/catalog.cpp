@@ -26,6 +26,8 @@ const KernelDefinition& radix_sort_u32_kernel();
 const KernelDefinition& radix_sort_pairs_u32_kernel();
 const KernelDefinition& gather_f32_kernel();
 const KernelDefinition& gemm_f32_kernel();
+const KernelDefinition& segmented_reduce_sum_f32_kernel();
+const KernelDefinition& radix_sort_pairs_u64_kernel();
 
 std::string Problem::to_string() const {
   std::ostringstream text;
@@ -35,6 +37,7 @@ std::string Problem::to_string() const {
     text << "n=" << elements;
   }
   if (source_elements != 0) text << " source=" << source_elements;
+  if (segments != 0) text << " segments=" << segments;
   return text.str();
 }
 
@@ -311,11 +314,20 @@ std::vector<Schedule> KernelDefinition::schedule_space(const DeviceCapabilities&
 }
 
 const std::vector<const KernelDefinition*>& builtin_kernels() {
-  static const std::vector<const KernelDefinition*> kCatalog = {
-      &affine_f32_kernel(),           &reduce_sum_f32_kernel(), &reduce_min_f32_kernel(),
-      &reduce_max_f32_kernel(),       &reduce_sum_u32_kernel(), &scan_exclusive_u32_kernel(),
-      &compact_f32_kernel(),          &histogram_u32_kernel(),  &radix_sort_u32_kernel(),
-      &radix_sort_pairs_u32_kernel(), &gather_f32_kernel(),     &gemm_f32_kernel()};
+  static const std::vector<const KernelDefinition*> kCatalog = {&affine_f32_kernel(),
+                                                                &reduce_sum_f32_kernel(),
+                                                                &reduce_min_f32_kernel(),
+                                                                &reduce_max_f32_kernel(),
+                                                                &reduce_sum_u32_kernel(),
+                                                                &scan_exclusive_u32_kernel(),
+                                                                &compact_f32_kernel(),
+                                                                &histogram_u32_kernel(),
+                                                                &radix_sort_u32_kernel(),
+                                                                &radix_sort_pairs_u32_kernel(),
+                                                                &gather_f32_kernel(),
+                                                                &gemm_f32_kernel(),
+                                                                &segmented_reduce_sum_f32_kernel(),
+                                                                &radix_sort_pairs_u64_kernel()};
   return kCatalog;
 }
 

@@ -109,7 +109,8 @@ TEST(KernelCatalogTest, StartingPointsAreLegalOnTheH200AndNotTheDefault) {
     }
     if (seen.size() > 1) ++kernels_with_points;
   }
-  EXPECT_EQ(kernels_with_points, 11u);  // all but gather_f32, whose default won
+  // All but gather_f32, whose default won, and segmented_reduce_sum_f32, not yet timed on the H200.
+  EXPECT_EQ(kernels_with_points, 12u);
 }
 
 // The buffer interface is the one table a kernel declares: every schedule's plan sizes exactly its
