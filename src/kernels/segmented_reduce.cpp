@@ -311,18 +311,16 @@ const char* const kParamsWgsl = R"(
 struct Params { n: u32, segments: u32, chunks: u32 }
 )";
 
+// The invocation's own ids. The workgroup's are parameters of their own: the uniformity
+// analysis takes a struct as a whole, and local_invocation_index would make them non-uniform.
 const char* const kInvocationWgsl = R"(
 struct Invocation {
-  @builtin(workgroup_id) group: vec3u,
-  @builtin(num_workgroups) groups: vec3u,
   @builtin(local_invocation_index) local: u32,
 }
 )";
 
 const char* const kSubgroupInvocationWgsl = R"(
 struct Invocation {
-  @builtin(workgroup_id) group: vec3u,
-  @builtin(num_workgroups) groups: vec3u,
   @builtin(local_invocation_index) local: u32,
   @builtin(subgroup_invocation_id) lane: u32,
   @builtin(subgroup_size) sg: u32,
@@ -417,8 +415,9 @@ fn chunk_at_or_after(p: u32) -> u32 { return p / CHUNK + select(0u, 1u, p % CHUN
 
 const char* const kEntryPointsWgsl = R"(
 @compute @workgroup_size(WG)
-fn short_segments(id: Invocation) {
-  let s = linear_workgroup(id.group, id.groups) * (WG / TEAM) + id.local / TEAM;
+fn short_segments(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+                   id: Invocation) {
+  let s = linear_workgroup(group, groups) * (WG / TEAM) + id.local / TEAM;
   let lane = id.local % TEAM;
   var range = vec2u(0u);
   if (s < params.segments) { range = segment_range(s); }
@@ -440,8 +439,9 @@ fn short_segments(id: Invocation) {
 var<workgroup> chunk_end: u32;
 
 @compute @workgroup_size(WG)
-fn chunk_partials(id: Invocation) {
-  let c = linear_workgroup(id.group, id.groups);
+fn chunk_partials(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+                   id: Invocation) {
+  let c = linear_workgroup(group, groups);
   if (c >= params.chunks) { return; }
   let p = c * CHUNK;
   if (id.local == 0u) {
@@ -464,8 +464,9 @@ var<workgroup> large_count: atomic<u32>;
 var<workgroup> large_total: u32;  // large_count, for workgroupUniformLoad
 
 @compute @workgroup_size(WG)
-fn large_segments(id: Invocation) {
-  let block = linear_workgroup(id.group, id.groups);
+fn large_segments(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+                   id: Invocation) {
+  let block = linear_workgroup(group, groups);
   if (id.local == 0u) { atomicStore(&large_count, 0u); }
   workgroupBarrier();
   let s = block * BLOCK + id.local;

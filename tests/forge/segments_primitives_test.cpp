@@ -50,7 +50,7 @@ TEST_F(SegmentsPrimitivesTest, SegmentSumsFromDeviceAndHostOffsetsMatchTheCpu) {
   const std::size_t segments = 500 + random_() % 500;
   for (std::size_t s = 0; s < segments; ++s) {
     const std::uint32_t length =
-        random_() % 50 == 0 ? static_cast<std::uint32_t>(random_() % 20000) : random_() % 41;
+        static_cast<std::uint32_t>(random_() % 50 == 0 ? random_() % 20000 : random_() % 41);
     offsets.push_back(offsets.back() + length);
   }
   const std::size_t n = offsets.back() + random_() % 5;

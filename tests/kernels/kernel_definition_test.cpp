@@ -90,7 +90,7 @@ TEST(KernelCatalogTest, IdsAreUniqueAndGenerationIsDeterministic) {
       EXPECT_EQ(first->bindings, kernel->bindings());
     }
   }
-  EXPECT_EQ(ids.size(), 12u);
+  EXPECT_EQ(ids.size(), 14u);
 }
 
 // The tuner skips a starting point that does not parse or fit, so the catalog checks here that
@@ -149,11 +149,11 @@ TEST(KernelCatalogTest, PlansUseExactlyTheBuffersOfTheInterfaceTable) {
 // where the kernel moves f32 values as u32 bits. Nullopt for a type this table does not know yet.
 std::optional<kernels::ElementType> carried_element(const kernels::WgslBinding& row) {
   static const std::map<std::string, kernels::ElementType> kWordTypes = {
-      {"f32", kernels::ElementType::kF32},       {"vec2f", kernels::ElementType::kF32},
-      {"vec4f", kernels::ElementType::kF32},     {"vec4<f32>", kernels::ElementType::kF32},
-      {"u32", kernels::ElementType::kU32},       {"vec4u", kernels::ElementType::kU32},
-      {"vec4<u32>", kernels::ElementType::kU32}, {"atomic<u32>", kernels::ElementType::kU32},
-      {"ChainWord", kernels::ElementType::kU32}};
+      {"f32", kernels::ElementType::kF32},         {"vec2f", kernels::ElementType::kF32},
+      {"vec4f", kernels::ElementType::kF32},       {"vec4<f32>", kernels::ElementType::kF32},
+      {"u32", kernels::ElementType::kU32},         {"vec2u", kernels::ElementType::kU32},
+      {"vec4u", kernels::ElementType::kU32},       {"vec4<u32>", kernels::ElementType::kU32},
+      {"atomic<u32>", kernels::ElementType::kU32}, {"ChainWord", kernels::ElementType::kU32}};
   auto word = kWordTypes.find(row.type);
   if (word == kWordTypes.end()) return std::nullopt;
   if (!row.f32_bits) return word->second;
