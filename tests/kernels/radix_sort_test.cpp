@@ -30,6 +30,12 @@ class RadixSortPathsTest : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(RadixSortPathsTest, EveryCountingAndRankingPathMatchesTheOracle) {
+  if (kernel_.id() == "radix_sort_pairs_u64") {
+    // Its digit passes are the u32 pairs' WGSL, whose paths are certified here; its five-pass
+    // plan (two sorts sharing the counts) is the default schedule's, which KernelOnAdapterTest
+    // certifies with every case. Compiling its modules again took lavapipe 95 s.
+    GTEST_SKIP() << "the u32 pairs' paths, certified by the u32 pairs' instance";
+  }
   SCOPED_TRACE("seed " + std::to_string(seed_) + " (rerun with WGSL_FORGE_TEST_SEED)");
   // digit_count's invocations hold workgroup_size * keys_per_invocation / 64 keys: 1 (one chunk
   // of one key), 16 (one chunk) and 64 (four chunks).
