@@ -70,6 +70,8 @@ struct Problem {
   // group_by_sum_f32: the most distinct keys a call may find, which sizes its table and outputs
   // (0: n); more is an error the call reports.
   std::uint64_t max_groups = 0;
+  // segmented_reduce_sum_f32: the number of segments (its offsets hold segments + 1 words).
+  std::uint64_t segments = 0;
 
   std::string to_string() const;
 };
@@ -280,6 +282,10 @@ Result<const KernelDefinition*> find_kernel(std::string_view id);
 // against `device`, generates the WGSL and seals its hash.
 Result<GeneratedKernel> generate_builtin(const KernelDefinition& kernel, const Schedule& schedule,
                                          TargetBackend backend, const DeviceCapabilities& device);
+
+// segmented_reduce_sum_f32's rule for host offsets of n values: at least one, ascending, none
+// past n; the error names the first offset that breaks it.
+Status check_segment_offsets(std::span<const std::uint32_t> offsets, std::uint64_t n);
 
 // Parses "k=v,k=v" onto the kernel's default schedule; errors name the bad piece.
 Result<Schedule> parse_schedule_overrides(const KernelDefinition& kernel, std::string_view text);

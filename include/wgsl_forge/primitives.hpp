@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -110,6 +111,21 @@ class Primitives {
   Status sort_u32(U32Column keys, std::uint64_t n, Batch* batch = nullptr);
   // Stable ascending sort of keys[0, n) carrying values[0, n) along, in place.
   Status sort_pairs_u32(U32Column keys, U32Column values, std::uint64_t n, Batch* batch = nullptr);
+  // Stable ascending sort of n u64 keys carrying values, out of place: keys and sorted_keys hold
+  // 2 n u32 words, key i in words 2i (low) and 2i + 1 (high), a little-endian u64 array. The
+  // outputs must not overlap the inputs (an error says which).
+  Status sort_pairs_u64(U32Column keys, U32Column values, std::uint64_t n, U32Column sorted_keys,
+                        U32Column sorted_values, Batch* batch = nullptr);
+  // sums[s] = x[offsets[s]] + ... + x[offsets[s + 1] - 1] for s < segments (0 for an empty
+  // segment); offsets holds segments + 1 words, ascending, at most n. Offsets on the device are
+  // not checked here (reading them back would cost a round trip): a bad one gives wrong sums,
+  // never an access outside the columns. The overload with host offsets checks them
+  // (kernels::check_segment_offsets names the first bad one), copies them to the device, runs
+  // and waits.
+  Status segmented_sum_f32(F32Column x, std::uint64_t n, U32Column offsets, std::uint64_t segments,
+                           F32Column sums, Batch* batch = nullptr);
+  Status segmented_sum_f32(F32Column x, std::uint64_t n, std::span<const std::uint32_t> offsets,
+                           F32Column sums);
   // y[i] = sum of x[0, i); y needs n rounded up to 4 elements.
   Status exclusive_scan_u32(U32Column x, std::uint64_t n, U32Column y, Batch* batch = nullptr);
   // counts[b] = how many of x[0, n) have x % bins == b (bins in 1..4096).

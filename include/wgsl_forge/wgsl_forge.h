@@ -116,6 +116,16 @@ int wf_affine_f32(wf_context* context, wf_batch* batch, wf_column x, uint64_t n,
                   float b, wf_column y);
 int wf_gemm_f32(wf_context* context, wf_batch* batch, wf_column a, wf_column b, wf_column c,
                 uint32_t m, uint32_t n, uint32_t k);
+/* Stable ascending sort of n u64 keys (2 n u32 words: key i is words 2i, the low half, and
+ * 2i + 1, a little-endian uint64_t array) carrying u32 values, into sorted_keys and
+ * sorted_values, which must not overlap the inputs. */
+int wf_sort_pairs_u64(wf_context* context, wf_batch* batch, wf_column keys, wf_column values,
+                      uint64_t n, wf_column sorted_keys, wf_column sorted_values);
+/* sums[s] = x[offsets[s]] + ... + x[offsets[s + 1] - 1] for s < segments (0 when empty);
+ * offsets holds segments + 1 u32 words, ascending, at most n. Device offsets are not checked (a
+ * bad one gives wrong sums, never an access outside the columns); the _host call checks them. */
+int wf_segmented_reduce_sum_f32(wf_context* context, wf_batch* batch, wf_column x, uint64_t n,
+                                wf_column offsets, uint64_t segments, wf_column sums);
 /* Results into result[0] (or count[0]); with batch NULL they are also readable by the host
  * through the program's own read-back. */
 int wf_reduce_sum_f32(wf_context* context, wf_batch* batch, wf_column x, uint64_t n,
@@ -151,6 +161,12 @@ int wf_reduce_sum_f32_host(wf_context* context, const float* x, size_t n, float*
 /* The elements of x greater than threshold, in order, to out (room for n); *kept of them. */
 int wf_compact_f32_host(wf_context* context, const float* x, size_t n, float threshold,
                         float* out, size_t* kept);
+/* Sorts keys (ascending, stable) with their values, in place in host memory. */
+int wf_sort_pairs_u64_host(wf_context* context, uint64_t* keys, uint32_t* values, size_t n);
+/* sums[s] for s < segments (room for segments); offsets (segments + 1 of them) must ascend and
+ * stay within n, else WF_ERROR_INVALID_INPUT names the first that does not. */
+int wf_segmented_reduce_sum_f32_host(wf_context* context, const float* x, size_t n,
+                                     const uint32_t* offsets, size_t segments, float* sums);
 /* counts[b] = how many x % bins == b (bins in 1..4096). */
 int wf_histogram_u32_host(wf_context* context, const uint32_t* x, size_t n, uint32_t bins,
                           uint32_t* counts);

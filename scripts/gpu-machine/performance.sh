@@ -84,6 +84,13 @@ bench() {
     python3 bench/compare.py "$out/forge-bench-4096-bins.json" "$out/peers-4096-bins.json" \
       "$out/cub-peers-4096-bins.json" | tee "$out/performance-table-4096-bins.md"
   fi
+  # segmented_reduce_sum_f32's targets are at segments of 32 and of 1024 values (tuned at 256).
+  if [ $# -eq 0 ] || [[ " $* " == *" segmented_reduce_sum_f32 "* ]]; then
+    for length in 32 1024; do
+      $forge bench segmented_reduce_sum_f32 --segment "$length" --passes |
+        tee "$out/forge-bench-segment-$length.txt"
+    done
+  fi
 }
 sweep() {
   local probe=build/release/bench/runtime_probe n b

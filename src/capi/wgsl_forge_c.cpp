@@ -4,6 +4,7 @@
 #include "wgsl_forge/wgsl_forge.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -394,6 +395,30 @@ int wf_gemm_f32(wf_context* context, wf_batch* batch, wf_column a, wf_column b, 
       named(a, "a"), named(b, "b"), named(c_col, "c"));
 }
 
+int wf_sort_pairs_u64(wf_context* context, wf_batch* batch, wf_column keys, wf_column values,
+                      uint64_t n, wf_column sorted_keys, wf_column sorted_values) {
+  return with_columns(
+      context, batch,
+      [&](wf_context& c, const WrappedColumn* col) {
+        return c.primitives->sort_pairs_u64(as<std::uint32_t>(col[0]), as<std::uint32_t>(col[1]), n,
+                                            as<std::uint32_t>(col[2]), as<std::uint32_t>(col[3]),
+                                            batch_of(batch));
+      },
+      named(keys, "keys"), named(values, "values"), named(sorted_keys, "sorted_keys"),
+      named(sorted_values, "sorted_values"));
+}
+
+int wf_segmented_reduce_sum_f32(wf_context* context, wf_batch* batch, wf_column x, uint64_t n,
+                                wf_column offsets, uint64_t segments, wf_column sums) {
+  return with_columns(
+      context, batch,
+      [&](wf_context& c, const WrappedColumn* col) {
+        return c.primitives->segmented_sum_f32(as<float>(col[0]), n, as<std::uint32_t>(col[1]),
+                                               segments, as<float>(col[2]), batch_of(batch));
+      },
+      named(x, "x"), named(offsets, "offsets"), named(sums, "sums"));
+}
+
 namespace {
 
 // A recorded reduction, or one that runs now and writes its value into result[0] too.
@@ -576,6 +601,55 @@ int wf_compact_f32_host(wf_context* context, const float* x, size_t n, float thr
     if (!count) return fail(c, count.error());
     *kept = static_cast<std::size_t>(*count);
     return finish(c, download(*c.device, *output, out, *kept * 4));
+  });
+}
+
+int wf_sort_pairs_u64_host(wf_context* context, uint64_t* keys, uint32_t* values, size_t n) {
+  return guarded(context, [&](wf_context& c) {
+    if (!c.primitives) return fail(c, "The context failed to open.");
+    if (n == 0) return WF_OK;
+    if (keys == nullptr || values == nullptr) {
+      return fail(c, "keys or values is NULL with n = " + std::to_string(n) + ".");
+    }
+    // uint64_t in host memory is little-endian on every platform the library builds for: the
+    // kernel's layout of low and high words.
+    static_assert(std::endian::native == std::endian::little);
+    Result<gpu::Buffer> key_buffer = upload(*c.device, keys, n * 8, n * 8, "keys");
+    if (!key_buffer) return fail(c, key_buffer.error());
+    Result<gpu::Buffer> value_buffer = upload(*c.device, values, n * 4, n * 4, "values");
+    if (!value_buffer) return fail(c, value_buffer.error());
+    Result<gpu::Buffer> sorted_keys = upload(*c.device, nullptr, 0, n * 8, "sorted_keys");
+    if (!sorted_keys) return fail(c, sorted_keys.error());
+    Result<gpu::Buffer> sorted_values = upload(*c.device, nullptr, 0, n * 4, "sorted_values");
+    if (!sorted_values) return fail(c, sorted_values.error());
+    Status sorted = c.primitives->sort_pairs_u64({&*key_buffer, 0}, {&*value_buffer, 0}, n,
+                                                 {&*sorted_keys, 0}, {&*sorted_values, 0});
+    if (!sorted) return fail(c, sorted.error());
+    if (Status read = download(*c.device, *sorted_keys, keys, n * 8); !read) {
+      return fail(c, read.error());
+    }
+    return finish(c, download(*c.device, *sorted_values, values, n * 4));
+  });
+}
+
+int wf_segmented_reduce_sum_f32_host(wf_context* context, const float* x, size_t n,
+                                     const uint32_t* offsets, size_t segments, float* sums) {
+  return guarded(context, [&](wf_context& c) {
+    if (!c.primitives) return fail(c, "The context failed to open.");
+    if (offsets == nullptr) return fail(c, "offsets is NULL.");
+    if (segments > 0 && sums == nullptr) {
+      return fail(c, "sums is NULL with segments = " + std::to_string(segments) + ".");
+    }
+    if (n > 0 && x == nullptr) return fail(c, "x is NULL with n = " + std::to_string(n) + ".");
+    if (segments == 0) return finish(c, kernels::check_segment_offsets({offsets, 1}, n));
+    Result<gpu::Buffer> input = upload(*c.device, x, n * 4, n * 4, "x");
+    if (!input) return fail(c, input.error());
+    Result<gpu::Buffer> output = upload(*c.device, nullptr, 0, segments * 4, "sums");
+    if (!output) return fail(c, output.error());
+    Status summed = c.primitives->segmented_sum_f32(
+        {&*input, 0}, n, std::span(offsets, segments + 1), {&*output, 0});
+    if (!summed) return fail(c, summed.error());
+    return finish(c, download(*c.device, *output, sums, segments * 4));
   });
 }
 

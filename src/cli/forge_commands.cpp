@@ -31,6 +31,8 @@ Result<kernels::Problem> problem_of_size(const kernels::KernelDefinition& kernel
                                          std::uint64_t size) {
   kernels::Problem problem = kernel.tuning_problem(false);
   if (problem.m == 0) {
+    // Segments keep the tuning problem's length (segmented_reduce_sum_f32).
+    if (problem.segments != 0) problem.segments = size / (problem.elements / problem.segments);
     problem.elements = size;
     return problem;
   }
@@ -502,8 +504,10 @@ struct BenchArguments {
   std::uint32_t bins = 0;        // histogram_u32's bin count; 0: the tuning problem's
   std::uint64_t build_size = 0;  // hash_join_u32's build rows; 0: the tuning problem's
   std::uint64_t groups = 0;      // group_by_sum_f32's distinct keys; 0: the tuning problem's
-  std::string schedule;          // knobs to time instead of the tuned schedule (one kernel only)
-  std::string source;  // WGSL to time with that schedule's plan instead of its generated code
+  // segmented_reduce_sum_f32's segment length (n / length segments); 0: the tuning problem's
+  std::uint64_t segment = 0;
+  std::string schedule;  // knobs to time instead of the tuned schedule (one kernel only)
+  std::string source;    // WGSL to time with that schedule's plan instead of its generated code
   std::uint32_t samples = 20;
   bool json = false;
   bool passes = false;  // also time each pass of the tuned (else default) schedule
@@ -728,6 +732,12 @@ int run_bench(const GlobalOptions& options, const BenchArguments& arguments) {
         kernel->tuning_problem(adapter.identity.device_type == "Cpu");
     if (arguments.size != 0) problem = checked_problem_of_size(**device, *kernel, arguments.size);
     if (!problem) return report_error(problem.error());
+    if (arguments.segment != 0 && problem->segments != 0) {
+      problem->segments = std::max<std::uint64_t>(1, problem->elements / arguments.segment);
+      if (Status fits = forge::check_problem_fits(**device, *kernel, *problem); !fits) {
+        return report_error(fits.error());
+      }
+    }
     problems.push_back(*problem);
   }
   if (!arguments.json) print_bench_header(adapter);
@@ -858,6 +868,11 @@ void add_bench(CLI::App& app, const GlobalOptions& options, std::function<int()>
                    "Distinct keys of group_by_sum_f32, its max_groups (default: its tuning "
                    "problem's 4096)")
       ->check(whole_number());
+  bench
+      ->add_option("--segment", bench_arguments->segment,
+                   "Segment length of segmented_reduce_sum_f32: n / LENGTH even segments "
+                   "(default: its tuning problem's 256)")
+      ->check(CLI::Range(std::uint64_t{1}, std::numeric_limits<std::uint64_t>::max()));
   bench->add_option("--schedule", bench_arguments->schedule,
                     "Time these knobs (k=v,...; the rest default) in place of the tuned schedule; "
                     "uncertified: certify it first");

@@ -210,6 +210,59 @@ Status Primitives::sort_pairs_u32(U32Column keys, U32Column values, std::uint64_
                   batch);
 }
 
+namespace {
+
+// An error when column `b` (b_bytes from its offset) shares bytes with column `a` (a_bytes).
+Status check_apart(const char* kernel_id, const char* a_name, U32Column a, std::uint64_t a_bytes,
+                   const char* b_name, U32Column b, std::uint64_t b_bytes) {
+  if (a.buffer == nullptr || b.buffer == nullptr || a.buffer->handle() != b.buffer->handle() ||
+      a_bytes == 0 || b_bytes == 0 || a.offset + a_bytes <= b.offset ||
+      b.offset + b_bytes <= a.offset) {
+    return Ok{};
+  }
+  return Error(ErrorKind::kInvalidInput,
+               std::string(kernel_id) + " sorts out of place: column " + b_name + " (offset " +
+                   std::to_string(b.offset) + ", " + std::to_string(b_bytes) +
+                   " bytes) overlaps column " + a_name + " (offset " + std::to_string(a.offset) +
+                   ", " + std::to_string(a_bytes) + " bytes) of the same buffer.");
+}
+
+}  // namespace
+
+Status Primitives::sort_pairs_u64(U32Column keys, U32Column values, std::uint64_t n,
+                                  U32Column sorted_keys, U32Column sorted_values, Batch* batch) {
+  constexpr const char* kKernel = "radix_sort_pairs_u64";
+  WF_TRY(check_apart(kKernel, "keys", keys, 8 * n, "sorted_keys", sorted_keys, 8 * n));
+  WF_TRY(check_apart(kKernel, "keys", keys, 8 * n, "sorted_values", sorted_values, 4 * n));
+  WF_TRY(check_apart(kKernel, "values", values, 4 * n, "sorted_keys", sorted_keys, 8 * n));
+  WF_TRY(check_apart(kKernel, "values", values, 4 * n, "sorted_values", sorted_values, 4 * n));
+  return dispatch(kKernel, elements(n),
+                  {{"keys", slice(keys)},
+                   {"values", slice(values)},
+                   {"sorted", slice(sorted_keys)},
+                   {"sorted_values", slice(sorted_values)}},
+                  batch);
+}
+
+Status Primitives::segmented_sum_f32(F32Column x, std::uint64_t n, U32Column offsets,
+                                     std::uint64_t segments, F32Column sums, Batch* batch) {
+  kernels::Problem problem = elements(n);
+  problem.segments = segments;
+  return dispatch("segmented_reduce_sum_f32", problem,
+                  {{"x", slice(x)}, {"offsets", slice(offsets)}, {"sums", slice(sums)}}, batch);
+}
+
+Status Primitives::segmented_sum_f32(F32Column x, std::uint64_t n,
+                                     std::span<const std::uint32_t> offsets, F32Column sums) {
+  WF_TRY_CONTEXT(kernels::check_segment_offsets(offsets, n), "calling segmented_reduce_sum_f32");
+  WF_TRY_ASSIGN(
+      gpu::Buffer device_offsets,
+      device_->create_buffer(std::max<std::uint64_t>(16, (offsets.size_bytes() + 15) / 16 * 16),
+                             gpu::BufferUsage::kStorage, "segment offsets"));
+  WF_TRY(device_->write_buffer(device_offsets, 0, std::as_bytes(offsets)));
+  return segmented_sum_f32(x, n, U32Column{&device_offsets, 0}, offsets.size() - 1, sums);
+}
+
 Status Primitives::exclusive_scan_u32(U32Column x, std::uint64_t n, U32Column y, Batch* batch) {
   return dispatch("scan_exclusive_u32", elements(n), {{"x", slice(x)}, {"y", slice(y)}}, batch);
 }

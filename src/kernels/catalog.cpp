@@ -28,6 +28,8 @@ const KernelDefinition& gather_f32_kernel();
 const KernelDefinition& gemm_f32_kernel();
 const KernelDefinition& hash_join_u32_kernel();
 const KernelDefinition& group_by_sum_f32_kernel();
+const KernelDefinition& segmented_reduce_sum_f32_kernel();
+const KernelDefinition& radix_sort_pairs_u64_kernel();
 
 std::string Problem::to_string() const {
   std::ostringstream text;
@@ -39,6 +41,7 @@ std::string Problem::to_string() const {
   if (source_elements != 0) text << " source=" << source_elements;
   if (build_elements != 0) text << " build=" << build_elements;
   if (max_groups != 0) text << " max_groups=" << max_groups;
+  if (segments != 0) text << " segments=" << segments;
   return text.str();
 }
 
@@ -315,12 +318,22 @@ std::vector<Schedule> KernelDefinition::schedule_space(const DeviceCapabilities&
 }
 
 const std::vector<const KernelDefinition*>& builtin_kernels() {
-  static const std::vector<const KernelDefinition*> kCatalog = {
-      &affine_f32_kernel(),           &reduce_sum_f32_kernel(),  &reduce_min_f32_kernel(),
-      &reduce_max_f32_kernel(),       &reduce_sum_u32_kernel(),  &scan_exclusive_u32_kernel(),
-      &compact_f32_kernel(),          &histogram_u32_kernel(),   &radix_sort_u32_kernel(),
-      &radix_sort_pairs_u32_kernel(), &gather_f32_kernel(),      &gemm_f32_kernel(),
-      &hash_join_u32_kernel(),        &group_by_sum_f32_kernel()};
+  static const std::vector<const KernelDefinition*> kCatalog = {&affine_f32_kernel(),
+                                                                &reduce_sum_f32_kernel(),
+                                                                &reduce_min_f32_kernel(),
+                                                                &reduce_max_f32_kernel(),
+                                                                &reduce_sum_u32_kernel(),
+                                                                &scan_exclusive_u32_kernel(),
+                                                                &compact_f32_kernel(),
+                                                                &histogram_u32_kernel(),
+                                                                &radix_sort_u32_kernel(),
+                                                                &radix_sort_pairs_u32_kernel(),
+                                                                &gather_f32_kernel(),
+                                                                &gemm_f32_kernel(),
+                                                                &hash_join_u32_kernel(),
+                                                                &group_by_sum_f32_kernel(),
+                                                                &segmented_reduce_sum_f32_kernel(),
+                                                                &radix_sort_pairs_u64_kernel()};
   return kCatalog;
 }
 

@@ -1,5 +1,5 @@
 // radix_sort_u32 and radix_sort_pairs_u32: stable ascending sort of u32 keys, alone or carrying
-// u32 values.
+// u32 values; radix_sort_pairs_u64 (below) sorts u64 keys with the same passes.
 //
 // Least-significant-digit radix sort, 32 / digit_bits rounds; each round is five passes of one
 // submission, none waiting on another workgroup (safe without forward-progress guarantees):
@@ -66,9 +66,24 @@
 // keys_per_invocation 12 or 20, as CUB's 384 x 20 on the H200) need one_sweep: digit_count's
 // chunks of 16 keys divide only power-of-two tiles.
 //
+// radix_sort_pairs_u64: stable ascending sort of u64 keys carrying u32 values, out of place.
+// Layout: `keys` and `sorted` hold 2 n u32 words, key i in words 2i (low) and 2i + 1 (high): a
+// little-endian u64 array, as a database's u64 column is. Its WGSL is the pairs' module (the
+// same digit passes, counts' scan or one sweep, and ranking) plus three element-wise passes and
+// two bindings (keys64, sorted64); the plan runs the pairs' sort twice, with positions as values:
+//   split_keys    low[i] = low word of key i, positions[i] = i;
+//   (sort)        the low words carrying positions (32 / digit_bits rounds, "low" <-> scratch);
+//   gather_high   high[i] = high word of key positions[i];
+//   (sort)        the high words carrying positions ("high" <-> scratch): stable, so keys equal in
+//                 their high words keep the order of their low words, and equal keys input order;
+//   finish_pairs  sorted[i] = key positions[i] (its high word from `high`), sorted_values[i] =
+//                 values[positions[i]].
+// The 32-bit sorts' WGSL is untouched (their golden files are byte-identical; revision 5 stays).
+//
 // Oracle: std::stable_sort; exact, plus explicit checks that the output is ascending, is a
 // permutation of the input, and (for pairs) keeps equal keys in input order.
-// Bytes moved: 8 n (keys) or 16 n (pairs): one read and one write of each array, the lower bound.
+// Bytes moved: 8 n (keys), 16 n (pairs) or 24 n (u64 pairs): one read and one write of each
+// array, the lower bound.
 
 #include <algorithm>
 #include <array>
@@ -110,15 +125,63 @@ constexpr std::uint64_t kMaxSweepKeys = (std::uint64_t{1} << 30) - 1;
 
 bool one_sweep(const Schedule& schedule) { return knob(schedule, kOneSweep) == 1; }
 
+// n u64 keys as 2 n u32 words (low, high) of a profile: those of random_u32 for the whole key
+// ("uniform", "equal", "small", "sorted", "reversed": ordered as u64), or "high-only" (every low
+// word the same, the high words uniform).
+std::vector<std::uint32_t> random_u64_words(std::size_t n, const std::string& profile,
+                                            std::mt19937_64& random) {
+  const bool high_only = profile == "high-only";
+  const bool ordered = profile == "sorted" || profile == "reversed";
+  const std::string word_profile = ordered || high_only ? "uniform" : profile;
+  std::vector<std::uint32_t> low = random_u32(n, high_only ? "equal" : word_profile, random);
+  std::vector<std::uint32_t> high = random_u32(n, word_profile, random);
+  if (profile == "small") std::fill(high.begin(), high.end(), high.empty() ? 0 : high.front());
+  std::vector<std::uint64_t> keys(n);
+  for (std::size_t i = 0; i < n; ++i) keys[i] = std::uint64_t{high[i]} << 32 | low[i];
+  if (profile == "sorted") std::sort(keys.begin(), keys.end());
+  if (profile == "reversed") std::sort(keys.begin(), keys.end(), std::greater<>());
+  std::vector<std::uint32_t> words(2 * n);
+  for (std::size_t i = 0; i < n; ++i) {
+    words[2 * i] = static_cast<std::uint32_t>(keys[i]);
+    words[2 * i + 1] = static_cast<std::uint32_t>(keys[i] >> 32);
+  }
+  return words;
+}
+
+// The buffers of one sort of 32-bit keys: the keys and values its first round reads, the
+// scratch pair, and the pair its last round writes (rounds alternate between the last two).
+struct RoundColumns {
+  std::string keys = "keys";
+  std::string scratch = "scratch";
+  std::string sorted = "sorted";
+  std::string values = "values";
+  std::string scratch_values = "scratch_values";
+  std::string sorted_values = "sorted_values";
+};
+
+// radix_sort_pairs_u64's two sorts of 32-bit keys carrying positions: the low words (from
+// "low", which split_keys fills), then the high words in that order (from "high", which
+// gather_high fills). Each ends where it started, so its input is consumed by its first round
+// before its second writes there.
+RoundColumns wide_columns(const std::string& words) {
+  return {words, "scratch", words, "positions", "scratch_values", "positions"};
+}
+
 class RadixSort final : public KernelDefinition {
  public:
-  explicit RadixSort(bool pairs) : pairs_(pairs) {}
+  // `wide_keys`: u64 keys carrying u32 values (radix_sort_pairs_u64; `pairs` must be true).
+  RadixSort(bool pairs, bool wide_keys) : pairs_(pairs), wide_keys_(wide_keys) {}
 
   std::string_view id() const override {
+    if (wide_keys_) return "radix_sort_pairs_u64";
     return pairs_ ? "radix_sort_pairs_u32" : "radix_sort_u32";
   }
-  std::uint32_t revision() const override { return 5; }
+  // The 32-bit sorts' WGSL is unchanged by the 64-bit one (which adds bindings and entry points
+  // only to its own module), so their revision stays.
+  std::uint32_t revision() const override { return wide_keys_ ? 1 : 5; }
   std::string_view summary() const override {
+    if (wide_keys_)
+      return "stable ascending sort of u64 keys (low, high u32 words) carrying u32 values";
     return pairs_ ? "stable ascending sort of u32 keys carrying u32 values"
                   : "ascending sort of u32 keys";
   }
@@ -143,6 +206,10 @@ class RadixSort final : public KernelDefinition {
       table.push_back(storage_read(5, "values_in", "u32"));
       table.push_back(storage_read_write(6, "values_out", "u32"));
     }
+    if (wide_keys_) {
+      table.push_back(storage_read(7, "keys64", "vec2u"));
+      table.push_back(storage_read_write(8, "sorted64", "vec2u"));
+    }
     return table;
   }
 
@@ -163,53 +230,32 @@ class RadixSort final : public KernelDefinition {
       specs.push_back({"sorted_values", ElementType::kU32, BufferRole::kOutput, kColumn});
       specs.push_back({"scratch_values", ElementType::kU32, BufferRole::kScratch, kColumn});
     }
+    if (wide_keys_) {
+      constexpr const char* kWideColumn =
+          "2 n elements, at least 2: key i is words 2i (low) and 2i + 1 (high), a little-endian "
+          "u64 array";
+      specs[0].size_rule = kWideColumn;
+      specs[1].size_rule = kWideColumn;
+      for (const char* name : {"low", "high", "positions"}) {
+        specs.push_back({name, ElementType::kU32, BufferRole::kScratch, kColumn});
+      }
+    }
     return specs;
   }
 
   std::vector<std::string> entry_points(const Schedule& schedule) const override {
-    if (one_sweep(schedule)) return {"sweep_clear", "digit_histograms", "scatter"};
-    return {"digit_count", "counts_reduce", "counts_spine", "counts_apply", "scatter"};
+    std::vector<std::string> names =
+        one_sweep(schedule) ? std::vector<std::string>{"sweep_clear", "digit_histograms", "scatter"}
+                            : std::vector<std::string>{"digit_count", "counts_reduce",
+                                                       "counts_spine", "counts_apply", "scatter"};
+    if (wide_keys_) names.insert(names.end(), {"split_keys", "gather_high", "finish_pairs"});
+    return names;
   }
 
   std::string generate_wgsl(const Schedule& schedule) const override;
 
   Result<DispatchPlan> plan(const Schedule& schedule, const Problem& problem,
-                            const DeviceCapabilities&) const override {
-    if (one_sweep(schedule)) return one_sweep_plan(schedule, problem);
-    const std::uint64_t n = problem.elements;
-    const std::uint32_t wg = knob(schedule, kWorkgroupSize);
-    const std::uint32_t bits = knob(schedule, kDigitBits);
-    const std::uint64_t tile = std::uint64_t{wg} * knob(schedule, kKeysPerInvocation);
-    const std::uint64_t tiles = ceil_div(n, tile);
-    const std::uint64_t count_length = (std::uint64_t{1} << bits) * tiles;
-    const std::uint64_t count_blocks = ceil_div(count_length, std::uint64_t{wg} * kCountScanItems);
-    const std::uint64_t bytes = std::max<std::uint64_t>(4, n * 4);
-    DispatchPlan plan;
-    std::map<std::string, std::uint64_t> sizes = {
-        {"keys", bytes},
-        {"sorted", bytes},
-        {"scratch", bytes},
-        {"counts", std::max<std::uint64_t>(4, count_length * 4)},
-        {"block_sums", std::max<std::uint64_t>(4, count_blocks * 4)}};
-    if (pairs_) {
-      sizes.insert({{"values", bytes}, {"sorted_values", bytes}, {"scratch_values", bytes}});
-    }
-    plan.buffers = make_buffer_plans(buffer_specs(), sizes);
-    const std::uint32_t rounds = 32 / bits;  // even, so the last round writes "sorted"
-    for (std::uint32_t round = 0; round < rounds; ++round) {
-      std::map<std::uint32_t, std::string> buffers = round_buffers(round);
-      buffers.insert({{3, "counts"}, {4, "block_sums"}});
-      const std::vector<std::uint32_t> params = {
-          static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(tiles), round * bits,
-          static_cast<std::uint32_t>(count_length), static_cast<std::uint32_t>(count_blocks)};
-      plan.passes.push_back({"digit_count", tiles, buffers, params});
-      plan.passes.push_back({"counts_reduce", count_blocks, buffers, params});
-      plan.passes.push_back({"counts_spine", 1, buffers, params});
-      plan.passes.push_back({"counts_apply", count_blocks, buffers, params});
-      plan.passes.push_back({"scatter", tiles, buffers, params});
-    }
-    return plan;
-  }
+                            const DeviceCapabilities&) const override;
 
   std::string tolerance() const override {
     return pairs_ ? "exact; ascending, a permutation of the input, equal keys keep input order"
@@ -231,6 +277,15 @@ class RadixSort final : public KernelDefinition {
     Problem many;
     many.elements = many_workgroups_size(64, 4, 128u << 20);
     cases.push_back({"many-workgroups n=" + std::to_string(many.elements), many, "uniform"});
+    if (wide_keys_) {
+      // The 64-bit keys' own: only the high words differ, so the second sort alone orders them.
+      for (CaseSpec& spec : cases) {
+        if (spec.value_profile == "top-bits") {
+          spec.value_profile = "high-only";
+          spec.name = spec.name.substr(0, spec.name.find(' ')) + " high-only";
+        }
+      }
+    }
     return cases;
   }
 
@@ -239,7 +294,8 @@ class RadixSort final : public KernelDefinition {
     CaseInputs inputs;
     inputs.problem = spec.problem;
     inputs.buffers["keys"] =
-        to_bytes(random_u32(spec.problem.elements, spec.value_profile, random));
+        wide_keys_ ? to_bytes(random_u64_words(spec.problem.elements, spec.value_profile, random))
+                   : to_bytes(random_u32(spec.problem.elements, spec.value_profile, random));
     if (pairs_) {
       // Values are the input positions, so stability can be checked directly.
       std::vector<std::uint32_t> values(spec.problem.elements);
@@ -253,7 +309,8 @@ class RadixSort final : public KernelDefinition {
                     const std::map<std::string, std::vector<std::byte>>& outputs) const override;
 
   WorkAmount work(const Problem& problem) const override {
-    return {(pairs_ ? 16 : 8) * problem.elements, 0, problem.elements, pairs_ ? "pairs" : "keys"};
+    const std::uint64_t bytes = wide_keys_ ? 24 : (pairs_ ? 16 : 8);
+    return {bytes * problem.elements, 0, problem.elements, pairs_ ? "pairs" : "keys"};
   }
 
   // The H200's (driver 580.159.04) budget-24 winner for keys, 21.9 G keys/s with revision 4, and
@@ -261,6 +318,8 @@ class RadixSort final : public KernelDefinition {
   // Then one-sweep schedules certified on lavapipe (all cases), not yet timed on the H200: the
   // same tile, and for keys a wider one (CUB's H200 tile, 384 x 20, fits the H200's 48 KiB but
   // not lavapipe's 32, so it is left to the tuner's space).
+  // radix_sort_pairs_u64 starts from the pairs' schedules (its two sorts are the pairs' passes),
+  // not yet timed for it.
   std::vector<std::string> starting_points() const override {
     std::vector<std::string> points = {
         "digit_bits=8,keys_per_invocation=16,use_subgroups=1,workgroup_size=256"};
@@ -286,8 +345,21 @@ class RadixSort final : public KernelDefinition {
   }
 
  private:
-  Result<DispatchPlan> one_sweep_plan(const Schedule& schedule, const Problem& problem) const;
-  std::map<std::uint32_t, std::string> round_buffers(std::uint32_t round) const;
+  // The passes of one sort of 32-bit keys on `columns`: five per round, or one sweep.
+  void append_counted_rounds(const Schedule& schedule, std::uint64_t n, const RoundColumns& columns,
+                             std::vector<PassPlan>& passes) const;
+  void append_one_sweep(const Schedule& schedule, std::uint64_t n, const RoundColumns& columns,
+                        std::vector<PassPlan>& passes) const;
+  void append_sort(const Schedule& schedule, std::uint64_t n, const RoundColumns& columns,
+                   std::vector<PassPlan>& passes) const {
+    if (one_sweep(schedule)) {
+      append_one_sweep(schedule, n, columns, passes);
+    } else {
+      append_counted_rounds(schedule, n, columns, passes);
+    }
+  }
+  std::map<std::uint32_t, std::string> round_buffers(std::uint32_t round,
+                                                     const RoundColumns& columns) const;
   std::uint64_t workgroup_bytes(const Schedule& schedule) const;
   std::uint64_t one_sweep_workgroup_bytes(const Schedule& schedule) const;
   std::string subgroup_ranked_scatter_wgsl(const Schedule& schedule) const;
@@ -295,6 +367,7 @@ class RadixSort final : public KernelDefinition {
   std::string one_sweep_wgsl(const Schedule& schedule) const;
 
   bool pairs_;
+  bool wide_keys_;
 };
 
 // The subgroup ranking keeps counters for workgroup_size / kMinSubgroup subgroups.
@@ -342,46 +415,113 @@ std::uint64_t RadixSort::one_sweep_workgroup_bytes(const Schedule& schedule) con
   return std::max(scan + ranking_bytes(schedule, pairs_) + look_back, histograms);
 }
 
-std::map<std::uint32_t, std::string> RadixSort::round_buffers(std::uint32_t round) const {
+std::map<std::uint32_t, std::string> RadixSort::round_buffers(std::uint32_t round,
+                                                              const RoundColumns& columns) const {
   const bool even = round % 2 == 0;
   std::map<std::uint32_t, std::string> buffers = {
-      {1, round == 0 ? "keys" : (even ? "sorted" : "scratch")}, {2, even ? "scratch" : "sorted"}};
+      {1, round == 0 ? columns.keys : (even ? columns.sorted : columns.scratch)},
+      {2, even ? columns.scratch : columns.sorted},
+      {3, "counts"},
+      {4, "block_sums"}};
   if (pairs_) {
-    buffers[5] = round == 0 ? "values" : (even ? "sorted_values" : "scratch_values");
-    buffers[6] = even ? "scratch_values" : "sorted_values";
+    buffers[5] =
+        round == 0 ? columns.values : (even ? columns.sorted_values : columns.scratch_values);
+    buffers[6] = even ? columns.scratch_values : columns.sorted_values;
+  }
+  if (wide_keys_) {
+    buffers[7] = "keys";
+    buffers[8] = "sorted";
   }
   return buffers;
 }
 
-// sweep_clear, digit_histograms, then one scatter per round (see the file comment). The uniform
-// words: n, tiles, the round's shift, the round, digit_histograms' workgroups.
-Result<DispatchPlan> RadixSort::one_sweep_plan(const Schedule& schedule,
-                                               const Problem& problem) const {
+Result<DispatchPlan> RadixSort::plan(const Schedule& schedule, const Problem& problem,
+                                     const DeviceCapabilities&) const {
   const std::uint64_t n = problem.elements;
-  if (n > kMaxSweepKeys) {
+  if (one_sweep(schedule) && n > kMaxSweepKeys) {
     return Error(ErrorKind::kInvalidInput,
                  "Knob one_sweep (1) sorts at most 2^30 - 1 keys, whose counts fit its 30-bit "
                  "look-back words; the problem has " +
                      std::to_string(n) + ".");
   }
-  const std::uint32_t bits = knob(schedule, kDigitBits);
   const std::uint64_t digits = digit_count_of(schedule);
-  const std::uint32_t rounds = rounds_of(schedule);  // even, so the last round writes "sorted"
   const std::uint64_t tiles = ceil_div(n, tile_keys(schedule));
-  const std::uint64_t histogram_groups = std::clamp<std::uint64_t>(
-      ceil_div(n, std::uint64_t{kHistogramWorkgroup} * kHistogramChunk), 1, kHistogramGroups);
   const std::uint64_t bytes = std::max<std::uint64_t>(4, n * 4);
   std::map<std::string, std::uint64_t> sizes = {
-      {"keys", bytes},
-      {"sorted", bytes},
-      {"scratch", bytes},
-      {"counts", 4 * rounds * (1 + digits)},
-      {"block_sums", std::max<std::uint64_t>(4, 4 * 2 * digits * tiles)}};
+      {"keys", bytes}, {"sorted", bytes}, {"scratch", bytes}};
+  if (one_sweep(schedule)) {
+    sizes["counts"] = 4 * rounds_of(schedule) * (1 + digits);
+    sizes["block_sums"] = std::max<std::uint64_t>(4, 4 * 2 * digits * tiles);
+  } else {
+    const std::uint64_t count_length = digits * tiles;
+    sizes["counts"] = std::max<std::uint64_t>(4, count_length * 4);
+    sizes["block_sums"] = std::max<std::uint64_t>(
+        4, 4 * ceil_div(count_length,
+                        std::uint64_t{knob(schedule, kWorkgroupSize)} * kCountScanItems));
+  }
   if (pairs_) {
     sizes.insert({{"values", bytes}, {"sorted_values", bytes}, {"scratch_values", bytes}});
   }
   DispatchPlan plan;
+  if (!wide_keys_) {
+    plan.buffers = make_buffer_plans(buffer_specs(), sizes);
+    append_sort(schedule, n, RoundColumns{}, plan.passes);
+    return plan;
+  }
+  // radix_sort_pairs_u64: split the low words off and number the positions; sort the low words
+  // carrying positions; fetch each position's high word; sort those carrying the positions; then
+  // move each key and value from its final position (see the file comment).
+  sizes["keys"] = sizes["sorted"] = std::max<std::uint64_t>(8, n * 8);
+  sizes.insert({{"low", bytes}, {"high", bytes}, {"positions", bytes}});
   plan.buffers = make_buffer_plans(buffer_specs(), sizes);
+  const std::uint64_t groups = ceil_div(n, knob(schedule, kWorkgroupSize));
+  const std::vector<std::uint32_t> params(5, 0);
+  auto pass = [&](const char* entry_point, std::map<std::uint32_t, std::string> buffers) {
+    buffers.insert({{3, "counts"}, {4, "block_sums"}, {7, "keys"}, {8, "sorted"}});
+    std::vector<std::uint32_t> words = params;
+    words[0] = static_cast<std::uint32_t>(n);
+    plan.passes.push_back({entry_point, groups, std::move(buffers), std::move(words)});
+  };
+  pass("split_keys", {{1, "high"}, {2, "low"}, {5, "values"}, {6, "positions"}});
+  append_sort(schedule, n, wide_columns("low"), plan.passes);
+  pass("gather_high", {{1, "low"}, {2, "high"}, {5, "positions"}, {6, "scratch_values"}});
+  append_sort(schedule, n, wide_columns("high"), plan.passes);
+  pass("finish_pairs", {{1, "positions"}, {2, "high"}, {5, "values"}, {6, "sorted_values"}});
+  return plan;
+}
+
+void RadixSort::append_counted_rounds(const Schedule& schedule, std::uint64_t n,
+                                      const RoundColumns& columns,
+                                      std::vector<PassPlan>& passes) const {
+  const std::uint32_t wg = knob(schedule, kWorkgroupSize);
+  const std::uint32_t bits = knob(schedule, kDigitBits);
+  const std::uint64_t tiles = ceil_div(n, tile_keys(schedule));
+  const std::uint64_t count_length = (std::uint64_t{1} << bits) * tiles;
+  const std::uint64_t count_blocks = ceil_div(count_length, std::uint64_t{wg} * kCountScanItems);
+  const std::uint32_t rounds = 32 / bits;  // even, so the last round writes columns.sorted
+  for (std::uint32_t round = 0; round < rounds; ++round) {
+    const std::map<std::uint32_t, std::string> buffers = round_buffers(round, columns);
+    const std::vector<std::uint32_t> params = {
+        static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(tiles), round * bits,
+        static_cast<std::uint32_t>(count_length), static_cast<std::uint32_t>(count_blocks)};
+    passes.push_back({"digit_count", tiles, buffers, params});
+    passes.push_back({"counts_reduce", count_blocks, buffers, params});
+    passes.push_back({"counts_spine", 1, buffers, params});
+    passes.push_back({"counts_apply", count_blocks, buffers, params});
+    passes.push_back({"scatter", tiles, buffers, params});
+  }
+}
+
+// sweep_clear, digit_histograms, then one scatter per round (see the file comment). The uniform
+// words: n, tiles, the round's shift, the round, digit_histograms' workgroups.
+void RadixSort::append_one_sweep(const Schedule& schedule, std::uint64_t n,
+                                 const RoundColumns& columns, std::vector<PassPlan>& passes) const {
+  const std::uint32_t bits = knob(schedule, kDigitBits);
+  const std::uint32_t rounds =
+      rounds_of(schedule);  // even, so the last round writes columns.sorted
+  const std::uint64_t tiles = ceil_div(n, tile_keys(schedule));
+  const std::uint64_t histogram_groups = std::clamp<std::uint64_t>(
+      ceil_div(n, std::uint64_t{kHistogramWorkgroup} * kHistogramChunk), 1, kHistogramGroups);
   const auto params = [&](std::uint32_t round) {
     return std::vector<std::uint32_t>{static_cast<std::uint32_t>(n),
                                       static_cast<std::uint32_t>(tiles), round * bits, round,
@@ -389,15 +529,13 @@ Result<DispatchPlan> RadixSort::one_sweep_plan(const Schedule& schedule,
   };
   // Every pass binds the whole table; the counting passes, the first round's buffers.
   for (std::uint32_t round = 0; round < rounds; ++round) {
-    std::map<std::uint32_t, std::string> buffers = round_buffers(round);
-    buffers.insert({{3, "counts"}, {4, "block_sums"}});
+    const std::map<std::uint32_t, std::string> buffers = round_buffers(round, columns);
     if (round == 0) {
-      plan.passes.push_back({"sweep_clear", 1, buffers, params(0)});
-      plan.passes.push_back({"digit_histograms", histogram_groups, buffers, params(0)});
+      passes.push_back({"sweep_clear", 1, buffers, params(0)});
+      passes.push_back({"digit_histograms", histogram_groups, buffers, params(0)});
     }
-    plan.passes.push_back({"scatter", tiles, buffers, params(round)});
+    passes.push_back({"scatter", tiles, buffers, params(round)});
   }
-  return plan;
 }
 
 Status RadixSort::check_resources(const Schedule& schedule,
@@ -1166,6 +1304,42 @@ std::string RadixSort::invocation_ranked_scatter_wgsl(const Schedule& schedule) 
          kInvocationScatterTailWgsl;
 }
 
+// --- radix_sort_pairs_u64's own passes (see the file comment) --------------------------------
+// keys64 and sorted64 hold key i as vec2u(low word, high word). Each pass binds the whole table:
+// split_keys writes the low words (keys_out) and the positions (values_out); gather_high reads
+// the positions (values_in) and writes the high words (keys_out); finish_pairs reads the final
+// positions (keys_in) and the sorted high words (keys_out), the values (values_in), and writes
+// the sorted keys and values (sorted64, values_out).
+const char* const kWideKeysWgsl = R"(
+@compute @workgroup_size(WG)
+fn split_keys(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+              @builtin(local_invocation_index) local: u32) {
+  let i = linear_workgroup(group, groups) * WG + local;
+  if (i < params.n) {
+    keys_out[i] = keys64[i].x;
+    values_out[i] = i;
+  }
+}
+
+@compute @workgroup_size(WG)
+fn gather_high(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+               @builtin(local_invocation_index) local: u32) {
+  let i = linear_workgroup(group, groups) * WG + local;
+  if (i < params.n) { keys_out[i] = keys64[values_in[i]].y; }
+}
+
+@compute @workgroup_size(WG)
+fn finish_pairs(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+                @builtin(local_invocation_index) local: u32) {
+  let i = linear_workgroup(group, groups) * WG + local;
+  if (i < params.n) {
+    let position = keys_in[i];
+    sorted64[i] = vec2u(keys64[position].x, keys_out[i]);
+    values_out[i] = values_in[position];
+  }
+}
+)";
+
 std::string RadixSort::one_sweep_wgsl(const Schedule& schedule) const {
   const bool subgroups = knob(schedule, kUseSubgroups) == 1;
   return std::string(subgroups ? "enable subgroups;\n" : "") + kLinearWorkgroupWgsl +
@@ -1173,7 +1347,8 @@ std::string RadixSort::one_sweep_wgsl(const Schedule& schedule) const {
          constant_declarations(sweep_constants(schedule)) + "\n" + kWorkgroupScanWgsl + kDigitWgsl +
          kSweepCountingWgsl + kSweepLookBackWgsl + (pairs_ ? kPairValuesWgsl : kKeyOnlyValuesWgsl) +
          (subgroups ? subgroup_ranked_scatter_wgsl(schedule)
-                    : invocation_ranked_scatter_wgsl(schedule));
+                    : invocation_ranked_scatter_wgsl(schedule)) +
+         (wide_keys_ ? kWideKeysWgsl : "");
 }
 
 std::string RadixSort::generate_wgsl(const Schedule& schedule) const {
@@ -1187,7 +1362,8 @@ std::string RadixSort::generate_wgsl(const Schedule& schedule) const {
          kCountsScanWgsl + kDigitCountWgsl +
          (packed_count ? kPackedDigitCountWgsl : kAtomicDigitCountWgsl) + values +
          (subgroups ? subgroup_ranked_scatter_wgsl(schedule)
-                    : invocation_ranked_scatter_wgsl(schedule));
+                    : invocation_ranked_scatter_wgsl(schedule)) +
+         (wide_keys_ ? kWideKeysWgsl : "");
 }
 
 namespace {
@@ -1213,8 +1389,65 @@ std::vector<std::uint32_t> stable_order(const std::vector<std::uint32_t>& keys) 
 
 }  // namespace
 
+// radix_sort_pairs_u64's oracle: std::stable_sort of the positions by their u64 keys; exact,
+// with the same checks as the 32-bit sorts.
+CaseVerdict check_wide_pairs(const CaseInputs& inputs,
+                             const std::map<std::string, std::vector<std::byte>>& outputs) {
+  const std::uint64_t n = inputs.problem.elements;
+  const auto words = from_bytes<std::uint32_t>(inputs.buffers.at("keys"), 2 * n);
+  const auto values = from_bytes<std::uint32_t>(inputs.buffers.at("values"), n);
+  const auto sorted_words = from_bytes<std::uint32_t>(outputs.at("sorted"), 2 * n);
+  const auto sorted_values = from_bytes<std::uint32_t>(outputs.at("sorted_values"), n);
+  const auto key = [](const std::vector<std::uint32_t>& w, std::uint64_t i) {
+    return std::uint64_t{w[2 * i + 1]} << 32 | w[2 * i];
+  };
+  std::vector<std::uint32_t> order(n);
+  std::iota(order.begin(), order.end(), 0u);
+  std::stable_sort(order.begin(), order.end(), [&](std::uint32_t left, std::uint32_t right) {
+    return key(words, left) < key(words, right);
+  });
+  std::vector<std::uint32_t> expected(3 * n);  // the sorted words, then the values
+  for (std::uint64_t i = 0; i < n; ++i) {
+    expected[2 * i] = words[2 * order[i]];
+    expected[2 * i + 1] = words[2 * order[i] + 1];
+    expected[2 * n + i] = values[order[i]];
+  }
+  std::vector<std::uint32_t> actual = sorted_words;
+  actual.insert(actual.end(), sorted_values.begin(), sorted_values.end());
+  CaseVerdict verdict;
+  verdict.report = compare_exact(expected, actual);  // indices past 2 n are values
+  for (std::uint64_t i = 1; i < n; ++i) {
+    if (key(sorted_words, i) < key(sorted_words, i - 1)) {
+      verdict.failed_checks.push_back("keys are not in ascending order (at " + std::to_string(i) +
+                                      ")");
+      break;
+    }
+  }
+  if (verdict.report.mismatch_count > 0) {
+    std::vector<std::uint64_t> got(n);
+    std::vector<std::uint64_t> want(n);
+    for (std::uint64_t i = 0; i < n; ++i) {
+      got[i] = key(sorted_words, i);
+      want[i] = key(words, i);
+    }
+    std::sort(got.begin(), got.end());
+    std::sort(want.begin(), want.end());
+    if (got != want) verdict.failed_checks.push_back("keys are not a permutation of the input");
+  }
+  for (std::uint64_t i = 1; i < n; ++i) {
+    if (key(sorted_words, i) == key(sorted_words, i - 1) &&
+        sorted_values[i] < sorted_values[i - 1]) {
+      verdict.failed_checks.push_back("equal keys at " + std::to_string(i - 1) + " and " +
+                                      std::to_string(i) + " lost their input order (not stable)");
+      break;
+    }
+  }
+  return verdict;
+}
+
 CaseVerdict RadixSort::check(const CaseInputs& inputs,
                              const std::map<std::string, std::vector<std::byte>>& outputs) const {
+  if (wide_keys_) return check_wide_pairs(inputs, outputs);
   const std::uint64_t n = inputs.problem.elements;
   const auto keys = from_bytes<std::uint32_t>(inputs.buffers.at("keys"), n);
   const auto sorted = from_bytes<std::uint32_t>(outputs.at("sorted"), n);
@@ -1263,11 +1496,15 @@ CaseVerdict RadixSort::check(const CaseInputs& inputs,
 }  // namespace
 
 const KernelDefinition& radix_sort_u32_kernel() {
-  static const RadixSort kKernel(false);
+  static const RadixSort kKernel(false, false);
   return kKernel;
 }
 const KernelDefinition& radix_sort_pairs_u32_kernel() {
-  static const RadixSort kKernel(true);
+  static const RadixSort kKernel(true, false);
+  return kKernel;
+}
+const KernelDefinition& radix_sort_pairs_u64_kernel() {
+  static const RadixSort kKernel(true, true);
   return kKernel;
 }
 

@@ -32,6 +32,83 @@ static int compare_u32(const void* a, const void* b) {
   return (x > y) - (x < y);
 }
 
+/* Segment sums and the u64 pairs sort from host memory: random segments (some empty, some
+ * long) against sums in double precision, the u64 keys against a stable insertion of each key
+ * (equal keys keep input order), and the errors for bad offsets. */
+static void check_segments_and_u64_pairs(wf_context* context) {
+  size_t segments = 200 + next_random() % 200;
+  uint32_t* offsets = malloc((segments + 1) * sizeof *offsets);
+  offsets[0] = 0;
+  for (size_t s = 0; s < segments; ++s) {
+    uint32_t length = next_random() % 30 == 0 ? next_random() % 9000 : next_random() % 40;
+    offsets[s + 1] = offsets[s] + length;
+  }
+  size_t n = offsets[segments];
+  float* x = malloc((n + 1) * sizeof *x);
+  for (size_t i = 0; i < n; ++i) x[i] = (float)(next_random() % 2001) / 10.0f - 100.0f;
+  float* sums = malloc(segments * sizeof *sums);
+  int status = wf_segmented_reduce_sum_f32_host(context, x, n, offsets, segments, sums);
+  CHECK(status == WF_OK, "%s", wf_context_error(context));
+  for (size_t s = 0; status == WF_OK && s < segments; ++s) {
+    double exact = 0, magnitude = 0;
+    for (uint32_t i = offsets[s]; i < offsets[s + 1]; ++i) {
+      exact += x[i];
+      magnitude += x[i] < 0 ? -x[i] : x[i];
+    }
+    double bound = (double)(offsets[s + 1] - offsets[s]) * magnitude / 16777216.0;
+    double error = sums[s] - exact;
+    CHECK(error <= bound && -error <= bound, "segment %zu: %f, expected %f", s, (double)sums[s],
+          exact);
+  }
+  if (segments > 2) {
+    offsets[2] = offsets[1] + (uint32_t)n + 1; /* past the values */
+    CHECK(wf_segmented_reduce_sum_f32_host(context, x, n, offsets, segments, sums) ==
+                  WF_ERROR_INVALID_INPUT &&
+              strstr(wf_context_error(context), "Segment offset 2 (") != NULL,
+          "offset past n accepted: %s", wf_context_error(context));
+  }
+  CHECK(wf_segmented_reduce_sum_f32_host(context, x, n, NULL, segments, sums) ==
+            WF_ERROR_INVALID_INPUT,
+        "NULL offsets accepted");
+
+  size_t pairs = 2000 + next_random() % 2000;
+  uint64_t* keys = malloc(pairs * sizeof *keys);
+  uint32_t* values = malloc(pairs * sizeof *values);
+  uint64_t* expected = malloc(pairs * sizeof *expected);
+  uint32_t* expected_values = malloc(pairs * sizeof *expected_values);
+  for (size_t i = 0; i < pairs; ++i) {
+    keys[i] = (uint64_t)(next_random() % 16) << 32 | (next_random() % 3);
+    if (next_random() % 2) keys[i] |= (uint64_t)next_random() << 40;
+    values[i] = (uint32_t)i;
+    size_t j = i; /* stable insertion: after every equal key */
+    while (j > 0 && expected[j - 1] > keys[i]) {
+      expected[j] = expected[j - 1];
+      expected_values[j] = expected_values[j - 1];
+      --j;
+    }
+    expected[j] = keys[i];
+    expected_values[j] = (uint32_t)i;
+  }
+  status = wf_sort_pairs_u64_host(context, keys, values, pairs);
+  CHECK(status == WF_OK, "%s", wf_context_error(context));
+  for (size_t i = 0; status == WF_OK && i < pairs; ++i) {
+    if (keys[i] != expected[i] || values[i] != expected_values[i]) {
+      CHECK(0, "pair %zu: key %llu value %u, expected %llu %u", i, (unsigned long long)keys[i],
+            values[i], (unsigned long long)expected[i], expected_values[i]);
+      break;
+    }
+  }
+  CHECK(wf_sort_pairs_u64_host(context, NULL, values, pairs) == WF_ERROR_INVALID_INPUT,
+        "NULL keys accepted");
+  free(offsets);
+  free(x);
+  free(sums);
+  free(keys);
+  free(values);
+  free(expected);
+  free(expected_values);
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: capi_test CACHE_DIR [SEED]\n");
@@ -131,6 +208,7 @@ int main(int argc, char** argv) {
         "origin after tuning: %s", origin ? origin : wf_context_error(restarted));
   wf_context_destroy(restarted);
 
+  check_segments_and_u64_pairs(context);
   free(keys);
   free(expected);
   free(x);

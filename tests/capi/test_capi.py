@@ -28,6 +28,10 @@ def load(path):
     lib.wf_reduce_sum_f32_host.argtypes = [context_p, f32_p, ctypes.c_size_t, f32_p]
     lib.wf_compact_f32_host.argtypes = [context_p, f32_p, ctypes.c_size_t, ctypes.c_float, f32_p,
                                         size_p]
+    lib.wf_sort_pairs_u64_host.argtypes = [context_p, ctypes.POINTER(ctypes.c_uint64), u32_p,
+                                           ctypes.c_size_t]
+    lib.wf_segmented_reduce_sum_f32_host.argtypes = [context_p, f32_p, ctypes.c_size_t, u32_p,
+                                                     ctypes.c_size_t, f32_p]
     return lib
 
 
@@ -73,6 +77,31 @@ def main():
           "compact ran")
     expected = [v for v in values if v > 10.0]
     check(kept.value == len(expected) and list(out)[:kept.value] == expected, "compacted values")
+
+    # u64 keys, many equal and many differing only in their high half: Python's sort is stable.
+    wide = [rng.randrange(4) << 40 | rng.randrange(3) for _ in range(n)]
+    wide_keys = (ctypes.c_uint64 * n)(*wide)
+    positions = (ctypes.c_uint32 * n)(*range(n))
+    check(lib.wf_sort_pairs_u64_host(context, wide_keys, positions, n) == WF_OK, "u64 sort ran")
+    order = sorted(range(n), key=lambda i: wide[i])
+    check(list(wide_keys) == [wide[i] for i in order] and list(positions) == order,
+          "u64 pairs sorted stably")
+
+    # Segments of 0 to 40 values over the floats, each sum within its bound.
+    offsets = [0]
+    while offsets[-1] < n - 40:
+        offsets.append(offsets[-1] + rng.randrange(41))
+    segments = len(offsets) - 1
+    sums = (ctypes.c_float * segments)()
+    check(lib.wf_segmented_reduce_sum_f32_host(context, floats, n, (ctypes.c_uint32 * (segments + 1))(
+        *offsets), segments, sums) == WF_OK, "segmented sum ran")
+    pieces = [values[offsets[s]:offsets[s + 1]] for s in range(segments)]
+    check(all(abs(sums[s] - sum(piece)) <= len(piece) * sum(map(abs, piece)) * 2.0**-24
+              for s, piece in enumerate(pieces)), "segment sums")
+    offsets[1] = n + 1
+    check(lib.wf_segmented_reduce_sum_f32_host(context, floats, n, (ctypes.c_uint32 * (segments + 1))(
+        *offsets), segments, sums) == WF_ERROR_INVALID_INPUT, "offset past n refused")
+    check(b"Segment offset 1 (" in lib.wf_context_error(context), "offset past n message")
 
     check(lib.wf_sort_u32_host(context, None, 7) == WF_ERROR_INVALID_INPUT, "NULL keys refused")
     check(b"keys is NULL" in lib.wf_context_error(context), "NULL keys message")

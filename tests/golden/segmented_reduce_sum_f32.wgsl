@@ -1,0 +1,162 @@
+
+fn linear_workgroup(id: vec3u, count: vec3u) -> u32 {
+  return id.x + id.y * count.x;
+}
+
+struct Params { n: u32, segments: u32, chunks: u32 }
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> offsets: array<u32>;
+@group(0) @binding(3) var<storage, read_write> sums: array<f32>;
+@group(0) @binding(4) var<storage, read_write> partials: array<f32>;
+
+const WG: u32 = 256u;  // invocations per workgroup
+const TEAM: u32 = 8u;  // invocations per short segment
+const TEAM_ITEMS: u32 = 4u;  // values per invocation of a team
+const SHORT: u32 = 32u;  // the longest short segment
+const BLOCK: u32 = 64u;  // segments per workgroup of large_segments
+const CHUNK: u32 = 4096u;  // values per chunk; longer segments are long
+
+struct Invocation {
+  @builtin(local_invocation_index) local: u32,
+}
+
+var<workgroup> sum_scratch: array<f32, WG>;
+fn team_sum(value: f32, id: Invocation) -> f32 {
+  sum_scratch[id.local] = value;
+  workgroupBarrier();
+  for (var stride = TEAM / 2u; stride > 0u; stride /= 2u) {
+    if (id.local % TEAM < stride) { sum_scratch[id.local] += sum_scratch[id.local + stride]; }
+    workgroupBarrier();
+  }
+  return sum_scratch[id.local - id.local % TEAM];
+}
+fn workgroup_sum(value: f32, id: Invocation) -> f32 {
+  sum_scratch[id.local] = value;
+  workgroupBarrier();
+  for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
+    if (id.local < stride) { sum_scratch[id.local] += sum_scratch[id.local + stride]; }
+    workgroupBarrier();
+  }
+  let total = sum_scratch[0];
+  workgroupBarrier();  // the scratch is written again by the next call
+  return total;
+}
+
+// Segment s's values [start, end), clamped to the input.
+fn segment_range(s: u32) -> vec2u {
+  let end = min(offsets[s + 1u], params.n);
+  return vec2u(min(offsets[s], end), end);
+}
+
+// The last segment whose first offset is at most p, or params.segments when there is none.
+fn segment_of(p: u32) -> u32 {
+  if (params.segments == 0u || offsets[0] > p) { return params.segments; }
+  var low = 0u;                  // offsets[low] <= p
+  var high = params.segments;    // offsets[high] > p, or the end
+  while (high - low > 1u) {
+    let middle = low + (high - low) / 2u;
+    if (offsets[middle] <= p) { low = middle; } else { high = middle; }
+  }
+  return low;
+}
+
+// The sum of x[i] for i = first, first + WG, ... below end, four loads in flight at a time.
+fn strided_sum(first: u32, end: u32) -> f32 {
+  var acc = 0.0;
+  if (first >= end) { return acc; }
+  let last = end - 1u;
+  for (var i = first; i < end; i += 4u * WG) {
+    let a = x[i];
+    let b = select(0.0, x[min(i + WG, last)], i + WG < end);
+    let c = select(0.0, x[min(i + 2u * WG, last)], i + 2u * WG < end);
+    let d = select(0.0, x[min(i + 3u * WG, last)], i + 3u * WG < end);
+    acc += ((a + b) + c) + d;
+  }
+  return acc;
+}
+
+// The first chunk that starts at or after value p.
+fn chunk_at_or_after(p: u32) -> u32 { return p / CHUNK + select(0u, 1u, p % CHUNK != 0u); }
+
+@compute @workgroup_size(WG)
+fn short_segments(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+                   id: Invocation) {
+  let s = linear_workgroup(group, groups) * (WG / TEAM) + id.local / TEAM;
+  let lane = id.local % TEAM;
+  var range = vec2u(0u);
+  if (s < params.segments) { range = segment_range(s); }
+  let is_short = range.y - range.x <= SHORT;
+  var acc = 0.0;
+  if (is_short) {
+    for (var k = 0u; k < TEAM_ITEMS; k++) {
+      let i = range.x + k * TEAM + lane;
+      if (i < range.y) { acc += x[i]; }
+    }
+  }
+  let total = team_sum(acc, id);
+  if (lane == 0u && s < params.segments && is_short) { sums[s] = total; }
+}
+
+// Where the chunk's values of a long segment end, or 0 when its first value lies in no long
+// segment (the others' values are the other passes'). Found by one invocation and shared: loads
+// of offsets do not count as uniform, and the workgroup's sum needs uniform control flow.
+var<workgroup> chunk_end: u32;
+
+@compute @workgroup_size(WG)
+fn chunk_partials(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+                   id: Invocation) {
+  let c = linear_workgroup(group, groups);
+  if (c >= params.chunks) { return; }
+  let p = c * CHUNK;
+  if (id.local == 0u) {
+    var end = 0u;
+    let s = segment_of(p);
+    if (s < params.segments) {
+      let range = segment_range(s);
+      if (range.y - range.x > CHUNK && p < range.y) { end = min(p + CHUNK, range.y); }
+    }
+    chunk_end = end;
+  }
+  let end = workgroupUniformLoad(&chunk_end);
+  if (end == 0u) { return; }
+  let total = workgroup_sum(strided_sum(p + id.local, end), id);
+  if (id.local == 0u) { partials[c] = total; }
+}
+
+var<workgroup> large_list: array<u32, BLOCK>;
+var<workgroup> large_count: atomic<u32>;
+var<workgroup> large_total: u32;  // large_count, for workgroupUniformLoad
+
+@compute @workgroup_size(WG)
+fn large_segments(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+                   id: Invocation) {
+  let block = linear_workgroup(group, groups);
+  if (id.local == 0u) { atomicStore(&large_count, 0u); }
+  workgroupBarrier();
+  let s = block * BLOCK + id.local;
+  if (id.local < BLOCK && s < params.segments) {
+    let range = segment_range(s);
+    if (range.y - range.x > SHORT) { large_list[atomicAdd(&large_count, 1u)] = s; }
+  }
+  workgroupBarrier();
+  if (id.local == 0u) { large_total = atomicLoad(&large_count); }
+  let count = workgroupUniformLoad(&large_total);
+  for (var k = 0u; k < count; k++) {
+    let segment = large_list[k];
+    let range = segment_range(segment);
+    var acc = 0.0;
+    if (range.y - range.x <= CHUNK) {
+      acc = strided_sum(range.x + id.local, range.y);
+    } else {
+      // The head, then the partial of every chunk that starts inside the segment.
+      let first_chunk = chunk_at_or_after(range.x);
+      acc = strided_sum(range.x + id.local, first_chunk * CHUNK);
+      for (var c = first_chunk + id.local; c < chunk_at_or_after(range.y); c += WG) {
+        acc += partials[c];
+      }
+    }
+    let total = workgroup_sum(acc, id);
+    if (id.local == 0u) { sums[segment] = total; }
+  }
+}
