@@ -39,8 +39,13 @@ for stage in "${stages[@]}"; do
       # built with ASan and so cannot load the instrumented libwgsl_forge.so. AutoTuneAllTwice tunes
       # the whole catalog twice (3 minutes instrumented, the longest test by far): the ci stage
       # runs it; here the tuning, cache and start-up code it drives runs in the smaller tests.
+      # FleetTest (three instrumented tuner processes per case against Redis) and the catalog's
+      # sample of every schedule space (compiling on lavapipe) also run in the ci stage only: the
+      # remote store's and certification's code runs here in RemoteStoreTest and the per-kernel
+      # catalog tests.
       ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
-        ctest --preset asan --timeout 1200 -E "SixteenConcurrentTuners|AutoTuneAllTwice|capi_python"
+        ctest --preset asan --timeout 1200 \
+        -E "SixteenConcurrentTuners|AutoTuneAllTwice|capi_python|FleetTest|StartingPointsAndASample"
       ASAN_OPTIONS=detect_leaks=1 ctest --preset asan --timeout 600 -R "$no_gpu_tests"
       ;;
     tsan)
