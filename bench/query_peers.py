@@ -11,6 +11,8 @@ median of --repeats); prints JSON {"device", "torch", "rows", "ops": {name: {"op
 """
 import argparse
 import json
+import sys
+import time
 
 import torch
 
@@ -28,12 +30,20 @@ def main():
     ops = {}
 
     def record(name, text, fn):
+        started = time.monotonic()
         ops[name] = {"op": text, "median_ns": time_op(fn, args.repeats)}
         torch.cuda.empty_cache()
+        # One line per operation as it finishes, so that a run cut short keeps what it measured.
+        print(json.dumps({name: ops[name], "wall_s": round(time.monotonic() - started, 1)}),
+              file=sys.stderr, flush=True)
 
     probe = torch.randint(0, 2**31 - 1, (n,), device=dev, dtype=torch.int64, generator=gen)
     for build_rows in (1 << 20, 1 << 26):
-        build = torch.randperm(2**31 - 1, device=dev, generator=gen)[:build_rows]
+        # Unique keys without a permutation of 2^31 values: an odd multiplier is a bijection
+        # modulo 2^31, applied to distinct indices from a random start.
+        start = int(torch.randint(0, 2**31, (1,), generator=gen, device=dev))
+        build = (torch.arange(build_rows, device=dev, dtype=torch.int64) + start) \
+            * 2654435761 % (2**31)
         build_sorted, build_order = torch.sort(build)
         probe_hits = build[torch.randint(0, build_rows, (n,), device=dev, generator=gen)]
 
