@@ -8,7 +8,7 @@
 #         then install the library and use it from outside the tree (scripts/install-test.sh)
 #   asan  the whole test suite under AddressSanitizer + UndefinedBehaviorSanitizer, and leak
 #         checks on the tests that do not load Dawn
-#   tsan  the cache's tests (threads and forked writers) under ThreadSanitizer
+#   tsan  the cache's tests (threads, forked writers, Redis) under ThreadSanitizer, built alone
 #   fuzz  the manifest parser under libFuzzer for 60 s, the bundle parser for 30 s (scripts/fuzz.sh)
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,6 +22,7 @@ no_gpu_tests='^(Blake3Test|TimingSummaryTest|ManifestJsonTest|TuningManifestTest
 
 for stage in "${stages[@]}"; do
   echo "[test] stage $stage"
+  stage_start=$SECONDS
   case "$stage" in
     ci)
       bash scripts/setup.sh ci
@@ -60,4 +61,5 @@ for stage in "${stages[@]}"; do
       exit 2
       ;;
   esac
+  echo "[test] stage $stage took $((SECONDS - stage_start)) s (all stages so far: $SECONDS s)"
 done
