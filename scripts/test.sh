@@ -44,9 +44,12 @@ for stage in "${stages[@]}"; do
       # sample of every schedule space (compiling on lavapipe) also run in the ci stage only: the
       # remote store's and certification's code runs here in RemoteStoreTest and the per-kernel
       # catalog tests.
+      # The tests that never load Dawn run once, with leak checks, after the others. Two tests at
+      # a time: most of a test's time is one thread (Tint, lavapipe's LLVM compiling a pipeline,
+      # an instrumented oracle), and every test has its own directories, caches and ports.
       ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
-        ctest --preset asan --timeout 1200 \
-        -E "SixteenConcurrentTuners|AutoTuneAllTwice|capi_python|FleetTest|StartingPointsAndASample"
+        ctest --preset asan --timeout 1200 --parallel 2 \
+        -E "SixteenConcurrentTuners|AutoTuneAllTwice|capi_python|FleetTest|StartingPointsAndASample|$no_gpu_tests"
       ASAN_OPTIONS=detect_leaks=1 ctest --preset asan --timeout 600 -R "$no_gpu_tests"
       ;;
     tsan)
