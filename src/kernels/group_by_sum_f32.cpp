@@ -14,8 +14,9 @@
 // workgroup.
 //
 // A key's slot is found by loading its key word first: only a key not yet in the table (a load
-// that finds the empty key) tries the exchange, so a row of a known key costs no read-modify-write
-// on the key word.
+// that finds the empty key) tries the exchange. A row of a key already in its slot then costs a
+// load of the key word, an atomic add to the count (first: nothing waits for its result) and the
+// sum's loop: a load and one exchange unless another invocation's came first.
 //
 // "aggregate" cuts the rows into tiles of workgroup_size * rows_per_invocation rows. With
 // persistent_workgroups 0 it runs one workgroup per tile; with P > 0 it runs at most P workgroups,
@@ -26,7 +27,8 @@
 // workgroup memory (the histogram's workgroup-private path: with a few thousand groups most rows
 // never touch global memory). A row searches at most params.local_probes slots there: every slot
 // when max_groups <= local_slots (each key then finds room in every workgroup, so no row goes to
-// the contended global slots of few groups), else LOCAL_PROBES (so that with many groups a row
+// the contended global slots of few groups; only with more keys than max_groups, the error, does
+// a row search all local_slots slots in vain), else LOCAL_PROBES (so that with many groups a row
 // whose key finds no room wastes few steps); a row whose key finds no room goes to the global
 // table at once. At the end the workgroup adds each occupied local slot to the global table with
 // one exchange loop and one atomic add, starting at a slot drawn from its workgroup index so that
@@ -136,6 +138,9 @@ fn add_global(key: u32, sum: f32, count: u32) {
     atomicAdd(&groups[1], count);
     return;
   }
+  // The count first: its result is not used, so it need not be waited for before the sum's
+  // exchange loop starts.
+  atomicAdd(&table[count_word(slot)], count);
   let word = sum_word(slot);
   var old = atomicLoad(&table[word]);
   loop {
@@ -144,7 +149,6 @@ fn add_global(key: u32, sum: f32, count: u32) {
     if (swapped.exchanged) { break; }
     old = swapped.old_value;
   }
-  atomicAdd(&table[count_word(slot)], count);
 }
 
 @compute @workgroup_size(WG)
@@ -222,6 +226,7 @@ fn add_local(key: u32, value: f32) -> bool {
       found = select(claimed.old_value, key, claimed.exchanged);
     }
     if (found == key) {
+      atomicAdd(&local_table[count_word(slot)], 1u);
       let word = sum_word(slot);
       var old = atomicLoad(&local_table[word]);
       loop {
@@ -230,7 +235,6 @@ fn add_local(key: u32, value: f32) -> bool {
         if (swapped.exchanged) { break; }
         old = swapped.old_value;
       }
-      atomicAdd(&local_table[count_word(slot)], 1u);
       return true;
     }
     if (found != EMPTY) { slot = (slot + step) & mask; }
