@@ -13,12 +13,27 @@
 // lock-free (an exchange fails only when another invocation's succeeded), never a wait on another
 // workgroup.
 //
+// A key's slot is found by loading its key word first: only a key not yet in the table (a load
+// that finds the empty key) tries the exchange. A row of a key already in its slot then costs a
+// load of the key word, an atomic add to the count (first: nothing waits for its result) and the
+// sum's loop: a load and one exchange unless another invocation's came first.
+//
+// "aggregate" cuts the rows into tiles of workgroup_size * rows_per_invocation rows. With
+// persistent_workgroups 0 it runs one workgroup per tile; with P > 0 it runs at most P workgroups,
+// each taking tiles P apart (a grid-stride loop), so that each workgroup's table is cleared and
+// added to the global one once for many tiles rather than once per tile.
+//
 // With local_slots > 0 each workgroup first aggregates its rows in a table of that many slots in
 // workgroup memory (the histogram's workgroup-private path: with a few thousand groups most rows
-// never touch global memory), searching at most LOCAL_PROBES slots; a row whose key finds no room
-// there goes to the global table at once, and at the end the workgroup adds each occupied local
-// slot to the global table with one exchange loop and one atomic add. With local_slots 0 every
-// row goes to the global table.
+// never touch global memory). A row searches at most params.local_probes slots there: every slot
+// when max_groups <= local_slots (each key then finds room in every workgroup, so no row goes to
+// the contended global slots of few groups; only with more keys than max_groups, the error, does
+// a row search all local_slots slots in vain), else LOCAL_PROBES (so that with many groups a row
+// whose key finds no room wastes few steps); a row whose key finds no room goes to the global
+// table at once. At the end the workgroup adds each occupied local slot to the global table with
+// one exchange loop and one atomic add, starting at a slot drawn from its workgroup index so that
+// workgroups that finish together add to different global slots. With local_slots 0 every row
+// goes to the global table.
 //
 // More distinct keys than max_groups is an error the caller sees: groups[0] then exceeds
 // max_groups (only the first max_groups are written), or groups[1] counts the rows that found no
@@ -48,7 +63,8 @@ namespace {
 using namespace support;
 
 constexpr std::uint32_t kEmptyKey = 0xffffffffu;
-// Slots a row searches in its workgroup's table before it goes to the global one.
+// Slots a row searches in its workgroup's table before it goes to the global one, when there may
+// be more groups than the table has slots.
 constexpr std::uint32_t kLocalProbes = 8;
 
 const KnobSpec kWorkgroupSize{
@@ -61,9 +77,16 @@ const KnobSpec kLocalSlots{"local_slots",
                            1024};
 const KnobSpec kTableFactor{
     "table_factor", "global table slots per group, at least (load at most 1/factor)", {2, 4}, 2};
+// WebGPU does not tell how many compute units an adapter has, so the grid is a knob: a few
+// workgroups per unit of a large GPU (the H200 has 132).
+const KnobSpec kPersistentWorkgroups{
+    "persistent_workgroups",
+    "most workgroups of the aggregate pass, each looping over tiles (0: one per tile)",
+    {0, 256, 512, 1024, 2048},
+    0};
 
 const char* const kParamsWgsl = R"(
-struct Params { n: u32, capacity: u32, max_groups: u32 }
+struct Params { n: u32, capacity: u32, max_groups: u32, local_probes: u32 }
 )";
 
 // The global table, its clearing and emitting, and the adding of a partial sum to a key's slot.
@@ -92,11 +115,21 @@ fn global_slot(key: u32) -> u32 {
   let mask = params.capacity - 1u;
   var slot = hash(key) & mask;
   for (var step = 1u; step <= params.capacity; step++) {
-    let claimed = atomicCompareExchangeWeak(&table[key_word(slot)], EMPTY, key);
-    if (claimed.exchanged || claimed.old_value == key) { return slot; }
-    if (claimed.old_value != EMPTY) { slot = (slot + step) & mask; }
+    var found = atomicLoad(&table[key_word(slot)]);
+    if (found == EMPTY) {
+      let claimed = atomicCompareExchangeWeak(&table[key_word(slot)], EMPTY, key);
+      if (claimed.exchanged) { return slot; }
+      found = claimed.old_value;
+    }
+    if (found == key) { return slot; }
+    if (found != EMPTY) { slot = (slot + step) & mask; }
   }
   return NO_SLOT;
+}
+
+// Tiles of TILE rows, the last one partial (written so that n + TILE cannot overflow).
+fn tile_count() -> u32 {
+  return params.n / TILE + select(0u, 1u, params.n % TILE != 0u);
 }
 
 fn add_global(key: u32, sum: f32, count: u32) {
@@ -105,6 +138,9 @@ fn add_global(key: u32, sum: f32, count: u32) {
     atomicAdd(&groups[1], count);
     return;
   }
+  // The count first: its result is not used, so it need not be waited for before the sum's
+  // exchange loop starts.
+  atomicAdd(&table[count_word(slot)], count);
   let word = sum_word(slot);
   var old = atomicLoad(&table[word]);
   loop {
@@ -113,7 +149,6 @@ fn add_global(key: u32, sum: f32, count: u32) {
     if (swapped.exchanged) { break; }
     old = swapped.old_value;
   }
-  atomicAdd(&table[count_word(slot)], count);
 }
 
 @compute @workgroup_size(WG)
@@ -151,10 +186,25 @@ const char* const kGlobalAggregateWgsl = R"(
 @compute @workgroup_size(WG)
 fn aggregate(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups_grid: vec3u,
              @builtin(local_invocation_index) local: u32) {
-  let first = linear_workgroup(group, groups_grid) * (WG * ROWS) + local;
-  for (var r = 0u; r < ROWS; r++) {
-    let row = first + r * WG;
-    if (row < params.n) { add_global(keys[row], values[row], 1u); }
+  let tiles = tile_count();
+  let stride = groups_grid.x * groups_grid.y;
+  for (var tile = linear_workgroup(group, groups_grid); tile < tiles; tile += stride) {
+    // The tile's rows are loaded before any is added, so that their loads are in flight together
+    // (loops of ROWS steps: unrolled, the arrays stay in registers).
+    var row_keys = array<u32, ROWS>();
+    var row_values = array<f32, ROWS>();
+    for (var r = 0u; r < ROWS; r++) {
+      let row = tile * TILE + r * WG + local;
+      if (row < params.n) {
+        row_keys[r] = keys[row];
+        row_values[r] = values[row];
+      }
+    }
+    for (var r = 0u; r < ROWS; r++) {
+      if (tile * TILE + r * WG + local < params.n) {
+        add_global(row_keys[r], row_values[r], 1u);
+      }
+    }
   }
 }
 )";
@@ -164,14 +214,19 @@ const char* const kLocalAggregateWgsl = R"(
 var<workgroup> local_table: array<atomic<u32>, 3u * LOCAL_SLOTS>;
 
 // Adds a row to the workgroup's table; false when its key finds no room there within
-// LOCAL_PROBES slots (the key 0xffffffff, the empty key, never does).
+// params.local_probes slots (the key 0xffffffff, the empty key, never does).
 fn add_local(key: u32, value: f32) -> bool {
   if (key == EMPTY) { return false; }
   let mask = LOCAL_SLOTS - 1u;
   var slot = hash(key) & mask;
-  for (var step = 1u; step <= LOCAL_PROBES; step++) {
-    let claimed = atomicCompareExchangeWeak(&local_table[key_word(slot)], EMPTY, key);
-    if (claimed.exchanged || claimed.old_value == key) {
+  for (var step = 1u; step <= params.local_probes; step++) {
+    var found = atomicLoad(&local_table[key_word(slot)]);
+    if (found == EMPTY) {
+      let claimed = atomicCompareExchangeWeak(&local_table[key_word(slot)], EMPTY, key);
+      found = select(claimed.old_value, key, claimed.exchanged);
+    }
+    if (found == key) {
+      atomicAdd(&local_table[count_word(slot)], 1u);
       let word = sum_word(slot);
       var old = atomicLoad(&local_table[word]);
       loop {
@@ -180,10 +235,9 @@ fn add_local(key: u32, value: f32) -> bool {
         if (swapped.exchanged) { break; }
         old = swapped.old_value;
       }
-      atomicAdd(&local_table[count_word(slot)], 1u);
       return true;
     }
-    if (claimed.old_value != EMPTY) { slot = (slot + step) & mask; }
+    if (found != EMPTY) { slot = (slot + step) & mask; }
   }
   return false;
 }
@@ -197,17 +251,32 @@ fn aggregate(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) group
     atomicStore(&local_table[count_word(slot)], 0u);
   }
   workgroupBarrier();
-  let first = linear_workgroup(group, groups_grid) * (WG * ROWS) + local;
-  for (var r = 0u; r < ROWS; r++) {
-    let row = first + r * WG;
-    if (row < params.n) {
-      let key = keys[row];
-      let value = values[row];
-      if (!add_local(key, value)) { add_global(key, value, 1u); }
+  let workgroup = linear_workgroup(group, groups_grid);
+  let tiles = tile_count();
+  let stride = groups_grid.x * groups_grid.y;
+  for (var tile = workgroup; tile < tiles; tile += stride) {
+    // The tile's rows are loaded before any is added, so that their loads are in flight together
+    // (loops of ROWS steps: unrolled, the arrays stay in registers).
+    var row_keys = array<u32, ROWS>();
+    var row_values = array<f32, ROWS>();
+    for (var r = 0u; r < ROWS; r++) {
+      let row = tile * TILE + r * WG + local;
+      if (row < params.n) {
+        row_keys[r] = keys[row];
+        row_values[r] = values[row];
+      }
+    }
+    for (var r = 0u; r < ROWS; r++) {
+      if (tile * TILE + r * WG + local < params.n &&
+          !add_local(row_keys[r], row_values[r])) {
+        add_global(row_keys[r], row_values[r], 1u);
+      }
     }
   }
   workgroupBarrier();
-  for (var slot = local; slot < LOCAL_SLOTS; slot += WG) {
+  let first_slot = hash(workgroup);
+  for (var i = local; i < LOCAL_SLOTS; i += WG) {
+    let slot = (first_slot + i) & (LOCAL_SLOTS - 1u);
     let count = atomicLoad(&local_table[count_word(slot)]);
     if (count != 0u) {
       add_global(atomicLoad(&local_table[key_word(slot)]),
@@ -224,6 +293,17 @@ std::uint64_t effective_max_groups(const Problem& problem) {
 
 std::uint64_t table_capacity(std::uint64_t max_groups, std::uint64_t factor) {
   return std::max<std::uint64_t>(2, std::bit_ceil(max_groups * factor));
+}
+
+std::uint64_t tile_rows(const Schedule& schedule) {
+  return std::uint64_t{knob(schedule, kWorkgroupSize)} * knob(schedule, kRowsPerInvocation);
+}
+
+// One per tile, at most persistent_workgroups when that is not 0.
+std::uint64_t aggregate_workgroups(const Schedule& schedule, std::uint64_t n) {
+  const std::uint64_t tiles = ceil_div(n, tile_rows(schedule));
+  const std::uint64_t most = knob(schedule, kPersistentWorkgroups);
+  return most == 0 ? tiles : std::min(tiles, most);
 }
 
 // `count` distinct keys, 0 and 0xffffffff (the empty slot's key) among them when count >= 2.
@@ -250,13 +330,13 @@ struct ExactGroup {
 class GroupBySumF32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "group_by_sum_f32"; }
-  std::uint32_t revision() const override { return 1; }
+  std::uint32_t revision() const override { return 2; }
   std::string_view summary() const override {
     return "distinct u32 keys with the f32 sum and count of their rows";
   }
 
   std::vector<KnobSpec> knobs() const override {
-    return {kWorkgroupSize, kRowsPerInvocation, kLocalSlots, kTableFactor};
+    return {kWorkgroupSize, kRowsPerInvocation, kLocalSlots, kTableFactor, kPersistentWorkgroups};
   }
 
   Status check_resources(const Schedule& schedule,
@@ -305,12 +385,13 @@ class GroupBySumF32 final : public KernelDefinition {
 
   std::string generate_wgsl(const Schedule& schedule) const override {
     const std::uint32_t local_slots = knob(schedule, kLocalSlots);
-    std::vector<WgslConstant> constants = {
-        {"WG", knob(schedule, kWorkgroupSize), "invocations per workgroup"},
-        {"ROWS", knob(schedule, kRowsPerInvocation), "rows per invocation"}};
+    const std::uint32_t wg = knob(schedule, kWorkgroupSize);
+    const std::uint32_t rows = knob(schedule, kRowsPerInvocation);
+    std::vector<WgslConstant> constants = {{"WG", wg, "invocations per workgroup"},
+                                           {"ROWS", rows, "rows per invocation"},
+                                           {"TILE", wg * rows, "rows per tile"}};
     if (local_slots != 0) {
       constants.push_back({"LOCAL_SLOTS", local_slots, "slots of the workgroup's table"});
-      constants.push_back({"LOCAL_PROBES", kLocalProbes, "slots a row searches there"});
     }
     return std::string(kLinearWorkgroupWgsl) + kParamsWgsl +
            binding_declarations(wgsl_bindings(schedule)) + "\n" + constant_declarations(constants) +
@@ -347,9 +428,13 @@ class GroupBySumF32 final : public KernelDefinition {
     const std::map<std::uint32_t, std::string> buffers = {
         {1, "keys"},       {2, "values"},       {3, "table"}, {4, "group_keys"},
         {5, "group_sums"}, {6, "group_counts"}, {7, "groups"}};
-    const std::vector<std::uint32_t> params = {static_cast<std::uint32_t>(n),
-                                               static_cast<std::uint32_t>(capacity),
-                                               static_cast<std::uint32_t>(max_groups)};
+    const std::uint64_t local_slots = knob(schedule, kLocalSlots);
+    const std::uint32_t local_probes = local_slots != 0 && max_groups <= local_slots
+                                           ? static_cast<std::uint32_t>(local_slots)
+                                           : kLocalProbes;
+    const std::vector<std::uint32_t> params = {
+        static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(capacity),
+        static_cast<std::uint32_t>(max_groups), local_probes};
     const std::uint64_t row_bytes = std::max<std::uint64_t>(4, 4 * n);
     DispatchPlan plan;
     plan.buffers = make_buffer_plans(buffer_specs(), {{"keys", row_bytes},
@@ -359,10 +444,9 @@ class GroupBySumF32 final : public KernelDefinition {
                                                       {"group_counts", 4 * max_groups},
                                                       {"groups", 8},
                                                       {"table", table_bytes}});
-    plan.passes = {
-        {"clear", ceil_div(capacity + 1, wg), buffers, params},
-        {"aggregate", ceil_div(n, wg * knob(schedule, kRowsPerInvocation)), buffers, params},
-        {"emit", ceil_div(capacity + 1, wg), buffers, params}};
+    plan.passes = {{"clear", ceil_div(capacity + 1, wg), buffers, params},
+                   {"aggregate", aggregate_workgroups(schedule, n), buffers, params},
+                   {"emit", ceil_div(capacity + 1, wg), buffers, params}};
     return plan;
   }
 
@@ -397,6 +481,25 @@ class GroupBySumF32 final : public KernelDefinition {
     cases.push_back(
         {"many-workgroups max_groups=4096 n=" + std::to_string(many.elements), many, "groups"});
     return cases;
+  }
+
+  // With persistent_workgroups P the aggregate pass's loop over tiles comes into play past P
+  // tiles: at n = P * TILE + 1 workgroup 0 takes tile P, its last row alone. The keys come from
+  // local_slots groups (4096 without a local table): rows then may search the whole workgroup
+  // table (local_probes = local_slots), and the tables fill as far as P * TILE + 1 rows fill
+  // them. None when the input would pass the binding limit.
+  std::vector<CaseSpec> schedule_cases(const Schedule& schedule,
+                                       const DeviceCapabilities& device) const override {
+    const std::uint64_t persistent = knob(schedule, kPersistentWorkgroups);
+    if (persistent == 0) return {};
+    const std::uint64_t n = persistent * tile_rows(schedule) + 1;
+    if (4 * n > device.max_storage_binding_size) return {};
+    const std::uint64_t local_slots = knob(schedule, kLocalSlots);
+    Problem problem = elements_problem(n);
+    problem.max_groups = local_slots != 0 ? local_slots : 4096;
+    return {{"second tile n=" + std::to_string(n) +
+                 " max_groups=" + std::to_string(problem.max_groups) + " groups",
+             problem, "groups"}};
   }
 
   // Profiles: "groups" (keys drawn from max_groups distinct keys, 0 and 0xffffffff among them),
@@ -510,6 +613,17 @@ class GroupBySumF32 final : public KernelDefinition {
   }
 
   bool deterministic() const override { return false; }
+
+  // Not yet timed on the H200; argued from the earlier winner's flaw (one flush of up to
+  // local_slots global exchange loops per 256 rows, all on the same few global words): 512
+  // workgroups (about 4 per compute unit of 132, as many as its 48 KiB tables let run at once)
+  // each aggregate 2^19 rows of 2^28 in a table of 4096 slots, which every key of up to 4096
+  // groups finds, so the global table sees 512 additions per group. Two workgroup sizes: 256
+  // invocations with 4 rows each, or 512 (the compute unit full) with 1.
+  std::vector<std::string> starting_points() const override {
+    return {"workgroup_size=256,rows_per_invocation=4,local_slots=4096,persistent_workgroups=512",
+            "workgroup_size=512,rows_per_invocation=1,local_slots=4096,persistent_workgroups=512"};
+  }
 
   // 4096 groups, the most the workgroup tables hold on the H200; bench --groups times others.
   Problem tuning_problem(bool cpu_adapter) const override {

@@ -3,7 +3,7 @@ fn linear_workgroup(id: vec3u, count: vec3u) -> u32 {
   return id.x + id.y * count.x;
 }
 
-struct Params { n: u32, capacity: u32, max_groups: u32 }
+struct Params { n: u32, capacity: u32, max_groups: u32, local_probes: u32 }
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> keys: array<u32>;
 @group(0) @binding(2) var<storage, read> values: array<f32>;
@@ -15,8 +15,8 @@ struct Params { n: u32, capacity: u32, max_groups: u32 }
 
 const WG: u32 = 256u;  // invocations per workgroup
 const ROWS: u32 = 1u;  // rows per invocation
+const TILE: u32 = 256u;  // rows per tile
 const LOCAL_SLOTS: u32 = 1024u;  // slots of the workgroup's table
-const LOCAL_PROBES: u32 = 8u;  // slots a row searches there
 
 const EMPTY: u32 = 0xffffffffu;
 const NO_SLOT: u32 = 0xffffffffu;
@@ -42,11 +42,21 @@ fn global_slot(key: u32) -> u32 {
   let mask = params.capacity - 1u;
   var slot = hash(key) & mask;
   for (var step = 1u; step <= params.capacity; step++) {
-    let claimed = atomicCompareExchangeWeak(&table[key_word(slot)], EMPTY, key);
-    if (claimed.exchanged || claimed.old_value == key) { return slot; }
-    if (claimed.old_value != EMPTY) { slot = (slot + step) & mask; }
+    var found = atomicLoad(&table[key_word(slot)]);
+    if (found == EMPTY) {
+      let claimed = atomicCompareExchangeWeak(&table[key_word(slot)], EMPTY, key);
+      if (claimed.exchanged) { return slot; }
+      found = claimed.old_value;
+    }
+    if (found == key) { return slot; }
+    if (found != EMPTY) { slot = (slot + step) & mask; }
   }
   return NO_SLOT;
+}
+
+// Tiles of TILE rows, the last one partial (written so that n + TILE cannot overflow).
+fn tile_count() -> u32 {
+  return params.n / TILE + select(0u, 1u, params.n % TILE != 0u);
 }
 
 fn add_global(key: u32, sum: f32, count: u32) {
@@ -55,6 +65,9 @@ fn add_global(key: u32, sum: f32, count: u32) {
     atomicAdd(&groups[1], count);
     return;
   }
+  // The count first: its result is not used, so it need not be waited for before the sum's
+  // exchange loop starts.
+  atomicAdd(&table[count_word(slot)], count);
   let word = sum_word(slot);
   var old = atomicLoad(&table[word]);
   loop {
@@ -63,7 +76,6 @@ fn add_global(key: u32, sum: f32, count: u32) {
     if (swapped.exchanged) { break; }
     old = swapped.old_value;
   }
-  atomicAdd(&table[count_word(slot)], count);
 }
 
 @compute @workgroup_size(WG)
@@ -99,14 +111,19 @@ fn emit(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups_gri
 var<workgroup> local_table: array<atomic<u32>, 3u * LOCAL_SLOTS>;
 
 // Adds a row to the workgroup's table; false when its key finds no room there within
-// LOCAL_PROBES slots (the key 0xffffffff, the empty key, never does).
+// params.local_probes slots (the key 0xffffffff, the empty key, never does).
 fn add_local(key: u32, value: f32) -> bool {
   if (key == EMPTY) { return false; }
   let mask = LOCAL_SLOTS - 1u;
   var slot = hash(key) & mask;
-  for (var step = 1u; step <= LOCAL_PROBES; step++) {
-    let claimed = atomicCompareExchangeWeak(&local_table[key_word(slot)], EMPTY, key);
-    if (claimed.exchanged || claimed.old_value == key) {
+  for (var step = 1u; step <= params.local_probes; step++) {
+    var found = atomicLoad(&local_table[key_word(slot)]);
+    if (found == EMPTY) {
+      let claimed = atomicCompareExchangeWeak(&local_table[key_word(slot)], EMPTY, key);
+      found = select(claimed.old_value, key, claimed.exchanged);
+    }
+    if (found == key) {
+      atomicAdd(&local_table[count_word(slot)], 1u);
       let word = sum_word(slot);
       var old = atomicLoad(&local_table[word]);
       loop {
@@ -115,10 +132,9 @@ fn add_local(key: u32, value: f32) -> bool {
         if (swapped.exchanged) { break; }
         old = swapped.old_value;
       }
-      atomicAdd(&local_table[count_word(slot)], 1u);
       return true;
     }
-    if (claimed.old_value != EMPTY) { slot = (slot + step) & mask; }
+    if (found != EMPTY) { slot = (slot + step) & mask; }
   }
   return false;
 }
@@ -132,17 +148,32 @@ fn aggregate(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) group
     atomicStore(&local_table[count_word(slot)], 0u);
   }
   workgroupBarrier();
-  let first = linear_workgroup(group, groups_grid) * (WG * ROWS) + local;
-  for (var r = 0u; r < ROWS; r++) {
-    let row = first + r * WG;
-    if (row < params.n) {
-      let key = keys[row];
-      let value = values[row];
-      if (!add_local(key, value)) { add_global(key, value, 1u); }
+  let workgroup = linear_workgroup(group, groups_grid);
+  let tiles = tile_count();
+  let stride = groups_grid.x * groups_grid.y;
+  for (var tile = workgroup; tile < tiles; tile += stride) {
+    // The tile's rows are loaded before any is added, so that their loads are in flight together
+    // (loops of ROWS steps: unrolled, the arrays stay in registers).
+    var row_keys = array<u32, ROWS>();
+    var row_values = array<f32, ROWS>();
+    for (var r = 0u; r < ROWS; r++) {
+      let row = tile * TILE + r * WG + local;
+      if (row < params.n) {
+        row_keys[r] = keys[row];
+        row_values[r] = values[row];
+      }
+    }
+    for (var r = 0u; r < ROWS; r++) {
+      if (tile * TILE + r * WG + local < params.n &&
+          !add_local(row_keys[r], row_values[r])) {
+        add_global(row_keys[r], row_values[r], 1u);
+      }
     }
   }
   workgroupBarrier();
-  for (var slot = local; slot < LOCAL_SLOTS; slot += WG) {
+  let first_slot = hash(workgroup);
+  for (var i = local; i < LOCAL_SLOTS; i += WG) {
+    let slot = (first_slot + i) & (LOCAL_SLOTS - 1u);
     let count = atomicLoad(&local_table[count_word(slot)]);
     if (count != 0u) {
       add_global(atomicLoad(&local_table[key_word(slot)]),
