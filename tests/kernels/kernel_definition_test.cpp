@@ -427,7 +427,9 @@ TEST(KernelCatalogTest, SizeBucketsSpanTheSizesWithOneMainBucketAtTheTuningProbl
         const kernels::SizeBucket& bucket = buckets[i];
         labels.insert(bucket.label);
         EXPECT_TRUE(kernel->check_problem(bucket.problem).ok()) << bucket.label;
-        if (i > 0) EXPECT_GT(position(bucket.problem), position(buckets[i - 1].problem));
+        if (i > 0) {
+          EXPECT_GT(position(bucket.problem), position(buckets[i - 1].problem));
+        }
         if (!bucket.main) continue;
         ++mains;
         EXPECT_EQ(bucket.problem.to_string(), kernel->tuning_problem(cpu).to_string());
