@@ -81,7 +81,8 @@ struct Problem {
 // that span what a database runs (KernelDefinition::size_buckets), and a call of any size uses
 // the schedule of the nearest bucket (nearest_buckets).
 struct SizeBucket {
-  // Names the bucket in cache keys, `--sizes` and reports: "2^20" (elements), "1024^3" (GEMM).
+  // Names the bucket in cache keys, `--sizes` and reports: "2^20" (elements), "1024^3" (GEMM),
+  // "2^28x32" (segmented_reduce_sum_f32: 2^28 values in segments of 32).
   std::string label;
   Problem problem;
   // The kernel's main tuning size (tuning_problem): its entry stays at the seed's
@@ -98,10 +99,13 @@ struct SizeBucket {
 std::uint64_t bucket_measure(const Problem& problem);
 
 // The buckets' indices, nearest to `problem` first: by the distance of log2(bucket_measure)
-// between the problem and each bucket, and between equally near buckets the larger first. So a
-// call of n elements uses the bucket tuned at the size closest to n by ratio (with buckets 2^16,
-// 2^20, 2^24, 2^28: n < 2^18 takes 2^16, 2^18 <= n < 2^22 takes 2^20, ...), and when that bucket
-// has no usable tuning, the next one in this order. An empty problem counts as one element.
+// between the problem and each bucket, plus that of log2 of the average segment length
+// (elements / segments; no term for problems without segments), and between equally near
+// buckets the larger first (measure, then segment length). So a call of n elements uses the
+// bucket tuned at the size closest to n by ratio (with buckets 2^16, 2^20, 2^24, 2^28: n < 2^18
+// takes 2^16, 2^18 <= n < 2^22 takes 2^20, ...), a segmented call the bucket whose segments are
+// closest to its average length by ratio, and when that bucket has no usable tuning, the next
+// one in this order. An empty problem counts as one element.
 std::vector<std::size_t> nearest_buckets(const std::vector<SizeBucket>& buckets,
                                          const Problem& problem);
 // The first of nearest_buckets (`buckets` must not be empty), without allocating: what a typed
@@ -243,7 +247,8 @@ class KernelDefinition {
   virtual bool deterministic() const;
   // The problem tuned at by default, scaled for CPU adapters (lavapipe) vs GPUs.
   virtual Problem tuning_problem(bool cpu_adapter) const = 0;
-  // The sizes tuned at, smallest first, one of them the main bucket (tuning_problem). Default:
+  // The sizes tuned at, smallest first (by bucket_measure, then average segment length), one of
+  // them the main bucket (tuning_problem), whose measure is the largest. Default:
   // the main problem and smaller ones by factors of 16 in elements (on a GPU 2^16, 2^20, 2^24
   // and 2^28; on a CPU adapter two buckets, main / 16 and main, so that lavapipe tunes in
   // minutes), or for GEMM the cubes of a quarter, a half and the whole main side (1024^3,

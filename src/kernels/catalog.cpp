@@ -256,24 +256,49 @@ std::uint64_t bucket_measure(const Problem& problem) {
 
 namespace {
 
-double log_size(const Problem& problem) {
-  return std::log2(static_cast<double>(std::max<std::uint64_t>(1, bucket_measure(problem))));
+// Where a problem lies among buckets: log2 of its measure and of its average segment length.
+struct BucketPosition {
+  double log_measure = 0;
+  double log_segment_length = 0;  // 0 without segments
+};
+
+BucketPosition position_of(const Problem& problem) {
+  BucketPosition position;
+  position.log_measure =
+      std::log2(static_cast<double>(std::max<std::uint64_t>(1, bucket_measure(problem))));
+  if (problem.segments != 0) {
+    position.log_segment_length =
+        std::log2(static_cast<double>(std::max<std::uint64_t>(1, problem.elements)) /
+                  static_cast<double>(problem.segments));
+  }
+  return position;
 }
 
-// Whether bucket `left` is nearer to a problem of log_size `wanted` than bucket `right`.
-bool nearer(const std::vector<SizeBucket>& buckets, double wanted, std::size_t left,
+double distance(const BucketPosition& wanted, const Problem& bucket) {
+  const BucketPosition at = position_of(bucket);
+  return std::abs(at.log_measure - wanted.log_measure) +
+         std::abs(at.log_segment_length - wanted.log_segment_length);
+}
+
+// Whether bucket `left` is nearer to a problem at `wanted` than bucket `right`.
+bool nearer(const std::vector<SizeBucket>& buckets, const BucketPosition& wanted, std::size_t left,
             std::size_t right) {
-  const double left_distance = std::abs(log_size(buckets[left].problem) - wanted);
-  const double right_distance = std::abs(log_size(buckets[right].problem) - wanted);
+  const double left_distance = distance(wanted, buckets[left].problem);
+  const double right_distance = distance(wanted, buckets[right].problem);
   if (left_distance != right_distance) return left_distance < right_distance;
-  return bucket_measure(buckets[left].problem) > bucket_measure(buckets[right].problem);
+  const BucketPosition left_at = position_of(buckets[left].problem);
+  const BucketPosition right_at = position_of(buckets[right].problem);
+  if (left_at.log_measure != right_at.log_measure) {
+    return left_at.log_measure > right_at.log_measure;
+  }
+  return left_at.log_segment_length > right_at.log_segment_length;
 }
 
 }  // namespace
 
 std::vector<std::size_t> nearest_buckets(const std::vector<SizeBucket>& buckets,
                                          const Problem& problem) {
-  const double wanted = log_size(problem);
+  const BucketPosition wanted = position_of(problem);
   std::vector<std::size_t> order(buckets.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](std::size_t left, std::size_t right) {
@@ -283,7 +308,7 @@ std::vector<std::size_t> nearest_buckets(const std::vector<SizeBucket>& buckets,
 }
 
 std::size_t nearest_bucket(const std::vector<SizeBucket>& buckets, const Problem& problem) {
-  const double wanted = log_size(problem);
+  const BucketPosition wanted = position_of(problem);
   std::size_t best = 0;
   for (std::size_t i = 1; i < buckets.size(); ++i) {
     if (nearer(buckets, wanted, i, best)) best = i;

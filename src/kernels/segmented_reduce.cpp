@@ -6,21 +6,39 @@
 //
 // Segment lengths are known only on the GPU, and each length takes its own path, so that every
 // length runs fast:
+//   reset_ranges    one invocation empties `ranges`: the first and one past the last segment
+//                   longer than short, and the same for those longer than chunk;
 //   short_segments  a team of team_lanes invocations per segment (a few lanes, or a subgroup)
-//                   sums each segment of at most short = team_lanes * team_items values;
+//                   sums each segment of at most short = team_lanes * team_items values, the
+//                   team's lanes reading consecutive values; a team takes team_segments
+//                   segments, one per round, and each round the workgroup's teams take
+//                   consecutive segments, so a round reads one run of values (coalesced) and
+//                   all rounds' loads are issued before any team sum (more bytes in flight per
+//                   workgroup for short segments). The others widen `ranges`
+//                   (atomicMin/atomicMax, once per workgroup);
 //   chunk_partials  the input is cut into chunks of chunk = workgroup_size * chunk_items
 //                   values; a chunk whose first value lies in a long segment (longer than
 //                   chunk) sums its values of that segment into partials[chunk] (its workgroup
-//                   finds the segment by a binary search of offsets);
-//   large_segments  each workgroup scans block_segments segments and sums each of those longer
-//                   than short with all its invocations: a medium one (up to chunk values) from
-//                   the input, a long one from its head (the values before its first chunk
-//                   boundary) and the partials of the chunks that start inside it.
+//                   finds the segment by a binary search of offsets within the long range, and
+//                   leaves at once when the input has no long segment);
+//   large_segments  each workgroup scans block_segments segments (none, when its block lies
+//                   outside the range of segments longer than short) and sums each of those
+//                   longer than short with all its invocations: a medium one (up to chunk
+//                   values) from the input, a long one from its head (the values before its
+//                   first chunk boundary) and the partials of the chunks that start inside it.
 // So several workgroups share a long segment and the last pass combines their partials; no pass
 // waits on another workgroup, and no atomics touch the sums. Each sum is added in an order that
-// depends on the schedule alone, so the result is deterministic.
+// depends on the schedule alone, so the result is deterministic. The passes that find nothing to
+// do cost one load per workgroup, so a schedule pays for the path its segments take (before the
+// ranges, every chunk's workgroup searched all offsets, which made short segments slow).
 //
-// Knobs: workgroup_size, team_lanes, team_items, block_segments (at most workgroup_size),
+// Size buckets are keyed by the average segment length n / segments, all at the main element
+// count: segments of 32, 256 (the main bucket), 1024 and 8192 on a GPU, of 32 and 256 on a CPU
+// adapter. A call takes the bucket nearest to its average length by ratio (nearest_buckets), so
+// a schedule always runs at the segment lengths it was tuned for.
+//
+// Knobs: workgroup_size, team_lanes, team_items, team_segments, block_segments (at most
+// workgroup_size),
 // chunk_items, use_subgroups (teams add with subgroup shuffles, which needs team_lanes within
 // the adapter's smallest subgroup, and workgroups add subgroup sums; otherwise trees in
 // workgroup memory).
@@ -29,6 +47,7 @@
 // |s - exact| <= len 2^-24 sum|x| + len FLT_MIN (any order of additions; subnormals may flush),
 // an empty segment exactly 0. Bytes moved: 4 n + 4 (segments + 1) + 4 segments.
 
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -45,15 +64,20 @@ const KnobSpec kWorkgroupSize{
     "workgroup_size", "invocations per workgroup", {64, 128, 256, 512}, 256};
 const KnobSpec kTeamLanes{"team_lanes", "invocations per short segment", {1, 4, 8, 16, 32}, 8};
 const KnobSpec kTeamItems{
-    "team_items", "values per invocation of a short segment", {1, 2, 4, 8}, 4};
+    "team_items", "values per invocation of a short segment", {1, 2, 4, 8, 16, 32}, 4};
+const KnobSpec kTeamSegments{
+    "team_segments", "short segments per team, one per round", {1, 2, 4, 8}, 1};
 const KnobSpec kBlockSegments{
     "block_segments", "segments scanned per workgroup for medium and long ones", {16, 64, 256}, 64};
 const KnobSpec kChunkItems{
     "chunk_items", "values per invocation of a long segment's chunk", {8, 16, 32, 64}, 16};
 const KnobSpec kUseSubgroups{"use_subgroups", "add within subgroups", {0, 1}, 0};
 
-// The tuning problem's segments: one per this many values (the typed calls take any layout).
+// The main tuning problem's segments: one per this many values (the typed calls take any
+// layout); the other buckets' lengths (see the header).
 constexpr std::uint64_t kTuningSegmentLength = 256;
+const std::vector<std::uint64_t> kGpuBucketLengths = {32, 256, 1024, 8192};
+const std::vector<std::uint64_t> kCpuBucketLengths = {32, 256};
 
 std::uint32_t short_limit(const Schedule& schedule) {
   return knob(schedule, kTeamLanes) * knob(schedule, kTeamItems);
@@ -113,13 +137,14 @@ Layout segment_layout(const Problem& problem, const std::string& profile, std::m
 class SegmentedReduceSumF32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "segmented_reduce_sum_f32"; }
-  std::uint32_t revision() const override { return 1; }
+  std::uint32_t revision() const override { return 2; }
   std::string_view summary() const override {
     return "sum of each segment of n f32 given by segments + 1 u32 offsets (empty: 0)";
   }
 
   std::vector<KnobSpec> knobs() const override {
-    return {kWorkgroupSize, kTeamLanes, kTeamItems, kBlockSegments, kChunkItems, kUseSubgroups};
+    return {kWorkgroupSize, kTeamLanes,  kTeamItems,   kTeamSegments,
+            kBlockSegments, kChunkItems, kUseSubgroups};
   }
 
   Status check_resources(const Schedule& schedule,
@@ -155,9 +180,12 @@ class SegmentedReduceSumF32 final : public KernelDefinition {
   }
 
   std::vector<WgslBinding> wgsl_bindings(const Schedule&) const override {
-    return {params_binding("Params"), storage_read(1, "x", "f32"),
-            storage_read(2, "offsets", "u32"), storage_read_write(3, "sums", "f32"),
-            storage_read_write(4, "partials", "f32")};
+    return {params_binding("Params"),
+            storage_read(1, "x", "f32"),
+            storage_read(2, "offsets", "u32"),
+            storage_read_write(3, "sums", "f32"),
+            storage_read_write(4, "partials", "f32"),
+            storage_read_write(5, "ranges", "atomic<u32>")};
   }
 
   std::vector<BufferSpec> buffer_specs() const override {
@@ -166,11 +194,13 @@ class SegmentedReduceSumF32 final : public KernelDefinition {
              "segments + 1 elements (ascending, at most n)"},
             {"sums", ElementType::kF32, BufferRole::kOutput, "segments elements, at least 1"},
             {"partials", ElementType::kF32, BufferRole::kScratch,
-             "one element per chunk of workgroup_size * chunk_items values"}};
+             "one element per chunk of workgroup_size * chunk_items values"},
+            {"ranges", ElementType::kU32, BufferRole::kScratch,
+             "4 elements: the segments longer than short, and than a chunk"}};
   }
 
   std::vector<std::string> entry_points(const Schedule&) const override {
-    return {"short_segments", "chunk_partials", "large_segments"};
+    return {"reset_ranges", "short_segments", "chunk_partials", "large_segments"};
   }
 
   std::string generate_wgsl(const Schedule& schedule) const override;
@@ -180,6 +210,7 @@ class SegmentedReduceSumF32 final : public KernelDefinition {
     const std::uint64_t n = problem.elements;
     const std::uint64_t segments = problem.segments;
     const std::uint64_t teams = knob(schedule, kWorkgroupSize) / knob(schedule, kTeamLanes);
+    const std::uint64_t team_segments = teams * knob(schedule, kTeamSegments);
     const std::uint64_t chunks = ceil_div(n, chunk_values(schedule));
     const std::vector<std::uint32_t> params = {static_cast<std::uint32_t>(n),
                                                static_cast<std::uint32_t>(segments),
@@ -189,11 +220,13 @@ class SegmentedReduceSumF32 final : public KernelDefinition {
         make_buffer_plans(buffer_specs(), {{"x", std::max<std::uint64_t>(4, 4 * n)},
                                            {"offsets", 4 * (segments + 1)},
                                            {"sums", std::max<std::uint64_t>(4, 4 * segments)},
-                                           {"partials", std::max<std::uint64_t>(4, 4 * chunks)}});
+                                           {"partials", std::max<std::uint64_t>(4, 4 * chunks)},
+                                           {"ranges", 16}});
     const std::map<std::uint32_t, std::string> buffers = {
-        {1, "x"}, {2, "offsets"}, {3, "sums"}, {4, "partials"}};
+        {1, "x"}, {2, "offsets"}, {3, "sums"}, {4, "partials"}, {5, "ranges"}};
     plan.passes = {
-        {"short_segments", ceil_div(segments, teams), buffers, params},
+        {"reset_ranges", 1, buffers, params},
+        {"short_segments", ceil_div(segments, team_segments), buffers, params},
         {"chunk_partials", chunks, buffers, params},
         {"large_segments", ceil_div(segments, knob(schedule, kBlockSegments)), buffers, params}};
     return plan;
@@ -216,7 +249,8 @@ class SegmentedReduceSumF32 final : public KernelDefinition {
             one("length 1", 1000, 1000, "even"), one("length 32", 32 * 301, 301, "even"),
             one("length 1024", 1024 * 37, 37, "even"), one("very long", 3 * 100003, 3, "even"),
             one("mixed", 3001 * 264, 3001, "mixed"), one("mixed", 104729, 400, "mixed"),
-            // More than 65535 workgroups of short segments for every team size but 1 lane.
+            // More than 65535 workgroups of short_segments where a workgroup takes at most 32
+            // segments (workgroup_size / team_lanes * team_segments).
             one("many-workgroups", 1u << 21, (1u << 21) + 5, "even")};
   }
 
@@ -292,13 +326,29 @@ class SegmentedReduceSumF32 final : public KernelDefinition {
     return problem;
   }
 
-  // The default buckets, each with segments of the tuning length.
+  // One bucket per segment length, each at the main element count (see the header), labelled
+  // "2^28x32": the average length decides the path, so it is what a schedule is tuned for.
   std::vector<SizeBucket> size_buckets(bool cpu_adapter) const override {
-    std::vector<SizeBucket> buckets = KernelDefinition::size_buckets(cpu_adapter);
-    for (SizeBucket& bucket : buckets) {
-      bucket.problem.segments = bucket.problem.elements / kTuningSegmentLength;
+    const Problem main = tuning_problem(cpu_adapter);
+    const std::string elements = "2^" + std::to_string(std::countr_zero(main.elements));
+    std::vector<SizeBucket> buckets;
+    for (std::uint64_t length : cpu_adapter ? kCpuBucketLengths : kGpuBucketLengths) {
+      Problem problem = main;
+      problem.segments = main.elements / length;
+      buckets.push_back(
+          {elements + "x" + std::to_string(length), problem, length == kTuningSegmentLength});
     }
     return buckets;
+  }
+
+  // Designed for the H200 (subgroups of 32), one per bucket's regime, not yet timed there:
+  // teams of 8 lanes x 4 values, 4 segments each, for segments of 32; a subgroup per segment
+  // of up to 256 and 1024 values; chunks of 2048 under a short limit of 1024 for longer ones.
+  std::vector<std::string> starting_points() const override {
+    return {"team_lanes=8,team_items=4,team_segments=4,use_subgroups=1,block_segments=256",
+            "team_lanes=32,team_items=8,team_segments=2,use_subgroups=1,block_segments=256",
+            "team_lanes=32,team_items=32,use_subgroups=1,block_segments=256",
+            "team_lanes=32,team_items=32,use_subgroups=1,block_segments=64,chunk_items=8"};
   }
 };
 
@@ -376,17 +426,25 @@ fn workgroup_sum(value: f32, id: Invocation) -> f32 {
 )";
 
 const char* const kHelpersWgsl = R"(
+// ranges[RANGE_LARGE], ranges[RANGE_LARGE + 1]: the first and one past the last segment longer
+// than SHORT (medium or long); ranges[RANGE_LONG], ranges[RANGE_LONG + 1]: those longer than
+// CHUNK. Empty (NO_SEGMENT, 0) after reset_ranges.
+const RANGE_LARGE = 0u;
+const RANGE_LONG = 2u;
+const NO_SEGMENT = 0xffffffffu;
+
 // Segment s's values [start, end), clamped to the input.
 fn segment_range(s: u32) -> vec2u {
   let end = min(offsets[s + 1u], params.n);
   return vec2u(min(offsets[s], end), end);
 }
 
-// The last segment whose first offset is at most p, or params.segments when there is none.
-fn segment_of(p: u32) -> u32 {
-  if (params.segments == 0u || offsets[0] > p) { return params.segments; }
-  var low = 0u;                  // offsets[low] <= p
-  var high = params.segments;    // offsets[high] > p, or the end
+// The last segment of [first, last) whose first offset is at most p, or params.segments when
+// there is none.
+fn segment_of(p: u32, first: u32, last: u32) -> u32 {
+  if (first >= last || offsets[first] > p) { return params.segments; }
+  var low = first;   // offsets[low] <= p
+  var high = last;   // offsets[high] > p, or the end of the range
   while (high - low > 1u) {
     let middle = low + (high - low) / 2u;
     if (offsets[middle] <= p) { low = middle; } else { high = middle; }
@@ -414,23 +472,72 @@ fn chunk_at_or_after(p: u32) -> u32 { return p / CHUNK + select(0u, 1u, p % CHUN
 )";
 
 const char* const kEntryPointsWgsl = R"(
+@compute @workgroup_size(1)
+fn reset_ranges() {
+  atomicStore(&ranges[RANGE_LARGE], NO_SEGMENT);
+  atomicStore(&ranges[RANGE_LARGE + 1u], 0u);
+  atomicStore(&ranges[RANGE_LONG], NO_SEGMENT);
+  atomicStore(&ranges[RANGE_LONG + 1u], 0u);
+}
+
+// The workgroup's part of `ranges`, merged into the global words once.
+var<workgroup> workgroup_ranges: array<atomic<u32>, 4>;
+
 @compute @workgroup_size(WG)
 fn short_segments(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
                    id: Invocation) {
-  let s = linear_workgroup(group, groups) * (WG / TEAM) + id.local / TEAM;
+  if (id.local < 4u) {
+    atomicStore(&workgroup_ranges[id.local], select(0u, NO_SEGMENT, id.local % 2u == 0u));
+  }
+  workgroupBarrier();
+  // Round j's segment of this team is first + j * TEAMS.
+  let first = linear_workgroup(group, groups) * TEAMS * TEAM_SEGMENTS + id.local / TEAM;
   let lane = id.local % TEAM;
-  var range = vec2u(0u);
-  if (s < params.segments) { range = segment_range(s); }
-  let is_short = range.y - range.x <= SHORT;
-  var acc = 0.0;
-  if (is_short) {
-    for (var k = 0u; k < TEAM_ITEMS; k++) {
-      let i = range.x + k * TEAM + lane;
-      if (i < range.y) { acc += x[i]; }
+  var round_ranges: array<vec2u, TEAM_SEGMENTS>;
+  var acc: array<f32, TEAM_SEGMENTS>;
+  for (var j = 0u; j < TEAM_SEGMENTS; j++) {
+    let s = first + j * TEAMS;
+    var range = vec2u(0u);
+    if (s < params.segments) { range = segment_range(s); }
+    var sum = 0.0;
+    if (range.y - range.x <= SHORT) {
+      for (var k = 0u; k < TEAM_ITEMS; k++) {
+        let i = range.x + k * TEAM + lane;
+        if (i < range.y) { sum += x[i]; }
+      }
+    }
+    round_ranges[j] = range;
+    acc[j] = sum;
+  }
+  for (var j = 0u; j < TEAM_SEGMENTS; j++) {
+    let s = first + j * TEAMS;
+    let range = round_ranges[j];
+    let total = team_sum(acc[j], id);
+    if (lane == 0u && s < params.segments) {
+      if (range.y - range.x <= SHORT) {
+        sums[s] = total;
+      } else {
+        atomicMin(&workgroup_ranges[RANGE_LARGE], s);
+        atomicMax(&workgroup_ranges[RANGE_LARGE + 1u], s + 1u);
+        if (range.y - range.x > CHUNK) {
+          atomicMin(&workgroup_ranges[RANGE_LONG], s);
+          atomicMax(&workgroup_ranges[RANGE_LONG + 1u], s + 1u);
+        }
+      }
     }
   }
-  let total = team_sum(acc, id);
-  if (lane == 0u && s < params.segments && is_short) { sums[s] = total; }
+  workgroupBarrier();
+  // The global words only move one way until the next reset, so a bound they already pass is
+  // left out: most workgroups then add no contended atomic to the first segment's word.
+  if (id.local < 4u) {
+    let bound = atomicLoad(&workgroup_ranges[id.local]);
+    if (id.local % 2u == 0u && bound < atomicLoad(&ranges[id.local])) {
+      atomicMin(&ranges[id.local], bound);
+    }
+    if (id.local % 2u == 1u && bound > atomicLoad(&ranges[id.local])) {
+      atomicMax(&ranges[id.local], bound);
+    }
+  }
 }
 
 // Where the chunk's values of a long segment end, or 0 when its first value lies in no long
@@ -446,7 +553,8 @@ fn chunk_partials(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) 
   let p = c * CHUNK;
   if (id.local == 0u) {
     var end = 0u;
-    let s = segment_of(p);
+    let last = min(atomicLoad(&ranges[RANGE_LONG + 1u]), params.segments);
+    let s = segment_of(p, atomicLoad(&ranges[RANGE_LONG]), last);
     if (s < params.segments) {
       let range = segment_range(s);
       if (range.y - range.x > CHUNK && p < range.y) { end = min(p + CHUNK, range.y); }
@@ -462,13 +570,22 @@ fn chunk_partials(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) 
 var<workgroup> large_list: array<u32, BLOCK>;
 var<workgroup> large_count: atomic<u32>;
 var<workgroup> large_total: u32;  // large_count, for workgroupUniformLoad
+var<workgroup> block_has_large: u32;
 
 @compute @workgroup_size(WG)
 fn large_segments(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
                    id: Invocation) {
   let block = linear_workgroup(group, groups);
-  if (id.local == 0u) { atomicStore(&large_count, 0u); }
-  workgroupBarrier();
+  if (id.local == 0u) {
+    atomicStore(&large_count, 0u);
+    // Whether [start, start + BLOCK) meets [first, last), without overflowing start + BLOCK.
+    let start = block * BLOCK;
+    let first = atomicLoad(&ranges[RANGE_LARGE]);
+    let last = atomicLoad(&ranges[RANGE_LARGE + 1u]);
+    block_has_large = select(0u, 1u, start < last && (first <= start || first - start < BLOCK));
+  }
+  // Also the barrier that orders large_count's store before the atomicAdds below.
+  if (workgroupUniformLoad(&block_has_large) == 0u) { return; }
   let s = block * BLOCK + id.local;
   if (id.local < BLOCK && s < params.segments) {
     let range = segment_range(s);
@@ -504,6 +621,9 @@ std::string SegmentedReduceSumF32::generate_wgsl(const Schedule& schedule) const
          constant_declarations(
              {{"WG", knob(schedule, kWorkgroupSize), "invocations per workgroup"},
               {"TEAM", knob(schedule, kTeamLanes), "invocations per short segment"},
+              {"TEAMS", knob(schedule, kWorkgroupSize) / knob(schedule, kTeamLanes),
+               "teams per workgroup"},
+              {"TEAM_SEGMENTS", knob(schedule, kTeamSegments), "segments per team, one a round"},
               {"TEAM_ITEMS", knob(schedule, kTeamItems), "values per invocation of a team"},
               {"SHORT", short_limit(schedule), "the longest short segment"},
               {"BLOCK", knob(schedule, kBlockSegments), "segments per workgroup of large_segments"},

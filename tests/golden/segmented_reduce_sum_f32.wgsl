@@ -9,9 +9,12 @@ struct Params { n: u32, segments: u32, chunks: u32 }
 @group(0) @binding(2) var<storage, read> offsets: array<u32>;
 @group(0) @binding(3) var<storage, read_write> sums: array<f32>;
 @group(0) @binding(4) var<storage, read_write> partials: array<f32>;
+@group(0) @binding(5) var<storage, read_write> ranges: array<atomic<u32>>;
 
 const WG: u32 = 256u;  // invocations per workgroup
 const TEAM: u32 = 8u;  // invocations per short segment
+const TEAMS: u32 = 32u;  // teams per workgroup
+const TEAM_SEGMENTS: u32 = 1u;  // segments per team, one a round
 const TEAM_ITEMS: u32 = 4u;  // values per invocation of a team
 const SHORT: u32 = 32u;  // the longest short segment
 const BLOCK: u32 = 64u;  // segments per workgroup of large_segments
@@ -43,17 +46,25 @@ fn workgroup_sum(value: f32, id: Invocation) -> f32 {
   return total;
 }
 
+// ranges[RANGE_LARGE], ranges[RANGE_LARGE + 1]: the first and one past the last segment longer
+// than SHORT (medium or long); ranges[RANGE_LONG], ranges[RANGE_LONG + 1]: those longer than
+// CHUNK. Empty (NO_SEGMENT, 0) after reset_ranges.
+const RANGE_LARGE = 0u;
+const RANGE_LONG = 2u;
+const NO_SEGMENT = 0xffffffffu;
+
 // Segment s's values [start, end), clamped to the input.
 fn segment_range(s: u32) -> vec2u {
   let end = min(offsets[s + 1u], params.n);
   return vec2u(min(offsets[s], end), end);
 }
 
-// The last segment whose first offset is at most p, or params.segments when there is none.
-fn segment_of(p: u32) -> u32 {
-  if (params.segments == 0u || offsets[0] > p) { return params.segments; }
-  var low = 0u;                  // offsets[low] <= p
-  var high = params.segments;    // offsets[high] > p, or the end
+// The last segment of [first, last) whose first offset is at most p, or params.segments when
+// there is none.
+fn segment_of(p: u32, first: u32, last: u32) -> u32 {
+  if (first >= last || offsets[first] > p) { return params.segments; }
+  var low = first;   // offsets[low] <= p
+  var high = last;   // offsets[high] > p, or the end of the range
   while (high - low > 1u) {
     let middle = low + (high - low) / 2u;
     if (offsets[middle] <= p) { low = middle; } else { high = middle; }
@@ -79,23 +90,72 @@ fn strided_sum(first: u32, end: u32) -> f32 {
 // The first chunk that starts at or after value p.
 fn chunk_at_or_after(p: u32) -> u32 { return p / CHUNK + select(0u, 1u, p % CHUNK != 0u); }
 
+@compute @workgroup_size(1)
+fn reset_ranges() {
+  atomicStore(&ranges[RANGE_LARGE], NO_SEGMENT);
+  atomicStore(&ranges[RANGE_LARGE + 1u], 0u);
+  atomicStore(&ranges[RANGE_LONG], NO_SEGMENT);
+  atomicStore(&ranges[RANGE_LONG + 1u], 0u);
+}
+
+// The workgroup's part of `ranges`, merged into the global words once.
+var<workgroup> workgroup_ranges: array<atomic<u32>, 4>;
+
 @compute @workgroup_size(WG)
 fn short_segments(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
                    id: Invocation) {
-  let s = linear_workgroup(group, groups) * (WG / TEAM) + id.local / TEAM;
+  if (id.local < 4u) {
+    atomicStore(&workgroup_ranges[id.local], select(0u, NO_SEGMENT, id.local % 2u == 0u));
+  }
+  workgroupBarrier();
+  // Round j's segment of this team is first + j * TEAMS.
+  let first = linear_workgroup(group, groups) * TEAMS * TEAM_SEGMENTS + id.local / TEAM;
   let lane = id.local % TEAM;
-  var range = vec2u(0u);
-  if (s < params.segments) { range = segment_range(s); }
-  let is_short = range.y - range.x <= SHORT;
-  var acc = 0.0;
-  if (is_short) {
-    for (var k = 0u; k < TEAM_ITEMS; k++) {
-      let i = range.x + k * TEAM + lane;
-      if (i < range.y) { acc += x[i]; }
+  var round_ranges: array<vec2u, TEAM_SEGMENTS>;
+  var acc: array<f32, TEAM_SEGMENTS>;
+  for (var j = 0u; j < TEAM_SEGMENTS; j++) {
+    let s = first + j * TEAMS;
+    var range = vec2u(0u);
+    if (s < params.segments) { range = segment_range(s); }
+    var sum = 0.0;
+    if (range.y - range.x <= SHORT) {
+      for (var k = 0u; k < TEAM_ITEMS; k++) {
+        let i = range.x + k * TEAM + lane;
+        if (i < range.y) { sum += x[i]; }
+      }
+    }
+    round_ranges[j] = range;
+    acc[j] = sum;
+  }
+  for (var j = 0u; j < TEAM_SEGMENTS; j++) {
+    let s = first + j * TEAMS;
+    let range = round_ranges[j];
+    let total = team_sum(acc[j], id);
+    if (lane == 0u && s < params.segments) {
+      if (range.y - range.x <= SHORT) {
+        sums[s] = total;
+      } else {
+        atomicMin(&workgroup_ranges[RANGE_LARGE], s);
+        atomicMax(&workgroup_ranges[RANGE_LARGE + 1u], s + 1u);
+        if (range.y - range.x > CHUNK) {
+          atomicMin(&workgroup_ranges[RANGE_LONG], s);
+          atomicMax(&workgroup_ranges[RANGE_LONG + 1u], s + 1u);
+        }
+      }
     }
   }
-  let total = team_sum(acc, id);
-  if (lane == 0u && s < params.segments && is_short) { sums[s] = total; }
+  workgroupBarrier();
+  // The global words only move one way until the next reset, so a bound they already pass is
+  // left out: most workgroups then add no contended atomic to the first segment's word.
+  if (id.local < 4u) {
+    let bound = atomicLoad(&workgroup_ranges[id.local]);
+    if (id.local % 2u == 0u && bound < atomicLoad(&ranges[id.local])) {
+      atomicMin(&ranges[id.local], bound);
+    }
+    if (id.local % 2u == 1u && bound > atomicLoad(&ranges[id.local])) {
+      atomicMax(&ranges[id.local], bound);
+    }
+  }
 }
 
 // Where the chunk's values of a long segment end, or 0 when its first value lies in no long
@@ -111,7 +171,8 @@ fn chunk_partials(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) 
   let p = c * CHUNK;
   if (id.local == 0u) {
     var end = 0u;
-    let s = segment_of(p);
+    let last = min(atomicLoad(&ranges[RANGE_LONG + 1u]), params.segments);
+    let s = segment_of(p, atomicLoad(&ranges[RANGE_LONG]), last);
     if (s < params.segments) {
       let range = segment_range(s);
       if (range.y - range.x > CHUNK && p < range.y) { end = min(p + CHUNK, range.y); }
@@ -127,13 +188,22 @@ fn chunk_partials(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) 
 var<workgroup> large_list: array<u32, BLOCK>;
 var<workgroup> large_count: atomic<u32>;
 var<workgroup> large_total: u32;  // large_count, for workgroupUniformLoad
+var<workgroup> block_has_large: u32;
 
 @compute @workgroup_size(WG)
 fn large_segments(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
                    id: Invocation) {
   let block = linear_workgroup(group, groups);
-  if (id.local == 0u) { atomicStore(&large_count, 0u); }
-  workgroupBarrier();
+  if (id.local == 0u) {
+    atomicStore(&large_count, 0u);
+    // Whether [start, start + BLOCK) meets [first, last), without overflowing start + BLOCK.
+    let start = block * BLOCK;
+    let first = atomicLoad(&ranges[RANGE_LARGE]);
+    let last = atomicLoad(&ranges[RANGE_LARGE + 1u]);
+    block_has_large = select(0u, 1u, start < last && (first <= start || first - start < BLOCK));
+  }
+  // Also the barrier that orders large_count's store before the atomicAdds below.
+  if (workgroupUniformLoad(&block_has_large) == 0u) { return; }
   let s = block * BLOCK + id.local;
   if (id.local < BLOCK && s < params.segments) {
     let range = segment_range(s);

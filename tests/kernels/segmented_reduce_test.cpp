@@ -1,8 +1,9 @@
 // segmented_reduce_sum_f32: the host rule for offsets (each error names the offset that breaks
 // it), the plan's passes and grids, and each path on the real adapter: short segments summed by
-// teams of 1 to 8 lanes (trees or subgroup shuffles), medium ones by a workgroup, long ones by
-// several workgroups' chunk partials, with every schedule's own cases (segments just past each
-// threshold, and a long segment of more chunks than the workgroup has invocations).
+// teams of 1 to 16 lanes, one or several segments each (trees or subgroup shuffles), medium
+// ones by a workgroup, long ones by several workgroups' chunk partials, with every schedule's
+// own cases (segments just past each threshold, and a long segment of more chunks than the
+// workgroup has invocations).
 
 #include <gtest/gtest.h>
 
@@ -50,13 +51,15 @@ TEST(SegmentOffsetsTest, ThePlanRunsEachPathOverItsOwnGrid) {
   problem.segments = 70'000;
   auto plan = kernel.plan(schedule, problem, kernels::DeviceCapabilities{});
   ASSERT_TRUE(plan.ok()) << plan.error().to_string();
-  ASSERT_EQ(plan->passes.size(), 3u);
-  EXPECT_EQ(plan->passes[0].entry_point, "short_segments");
-  EXPECT_EQ(plan->passes[0].workgroups, (70'000 + 31) / 32);
-  EXPECT_EQ(plan->passes[1].entry_point, "chunk_partials");
-  EXPECT_EQ(plan->passes[1].workgroups, (1'000'000 + 4095) / 4096);
-  EXPECT_EQ(plan->passes[2].entry_point, "large_segments");
-  EXPECT_EQ(plan->passes[2].workgroups, (70'000 + 63) / 64);
+  ASSERT_EQ(plan->passes.size(), 4u);
+  EXPECT_EQ(plan->passes[0].entry_point, "reset_ranges");
+  EXPECT_EQ(plan->passes[0].workgroups, 1u);
+  EXPECT_EQ(plan->passes[1].entry_point, "short_segments");
+  EXPECT_EQ(plan->passes[1].workgroups, (70'000 + 31) / 32);
+  EXPECT_EQ(plan->passes[2].entry_point, "chunk_partials");
+  EXPECT_EQ(plan->passes[2].workgroups, (1'000'000 + 4095) / 4096);
+  EXPECT_EQ(plan->passes[3].entry_point, "large_segments");
+  EXPECT_EQ(plan->passes[3].workgroups, (70'000 + 63) / 64);
   problem.segments = std::uint64_t{1} << 32;
   EXPECT_EQ(kernel.check_problem(problem).error().message(),
             "Segment count (4294967296) exceeds the largest that segmented_reduce_sum_f32 "
@@ -74,7 +77,7 @@ TEST(SegmentOffsetsTest, EachSchedulesCasesReachEveryThresholdAndLevel) {
   device.subgroups = true;
   const std::vector<Schedule> space = kernel.schedule_space(device);
   ASSERT_GT(space.size(), 100u);
-  for (std::size_t i = 0; i < space.size(); i += 37) {
+  for (std::size_t i = 0; i < space.size(); i += 151) {
     const Schedule& schedule = space[i];
     SCOPED_TRACE(schedule.to_string());
     const std::uint64_t wg = static_cast<std::uint64_t>(*schedule.get("workgroup_size"));
@@ -134,12 +137,17 @@ TEST_F(SegmentedReducePathsTest, EveryPathMatchesTheOracleAtEachThreshold) {
       "team_lanes=1,team_items=8,chunk_items=8,workgroup_size=64,block_segments=16",
       "team_lanes=4,team_items=1,chunk_items=16,workgroup_size=128,block_segments=64",
       "team_lanes=16,team_items=2,chunk_items=8,workgroup_size=256,block_segments=256",
+      // Several segments per team (the rounds), and teams of up to 32 x 32 values.
+      "team_lanes=4,team_items=8,team_segments=4,chunk_items=8,workgroup_size=64,"
+      "block_segments=16",
+      "team_lanes=8,team_items=32,team_segments=2,chunk_items=32,workgroup_size=128",
   };
   if (capabilities_.subgroups) {
     schedules.push_back("use_subgroups=1,team_lanes=4,team_items=4,chunk_items=8");
     schedules.push_back(
         "use_subgroups=1,team_lanes=8,team_items=1,chunk_items=8,workgroup_size=64,"
         "block_segments=16");
+    schedules.push_back("use_subgroups=1,team_lanes=8,team_items=4,team_segments=8,chunk_items=8");
   }
   const kernels::KernelDefinition& kernel = segmented();
   for (const std::string& overrides : schedules) {
