@@ -1,4 +1,5 @@
 #include "wgsl_forge/cache.hpp"
+#include "wgsl_forge/leases.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -775,6 +776,9 @@ Result<VerifyReport> ManifestCache::verify() const {
   VerifyReport report;
   WF_TRY_ASSIGN(std::vector<fs::directory_entry> files, files_in(root_));
   for (const fs::directory_entry& item : files) {
+    // auto-tune-all's local leases (leases.hpp), not entries.
+    std::error_code type_error;
+    if (item.path() == LocalLeases::directory_of(root_) && item.is_directory(type_error)) continue;
     EntryCheck check;
     check.path = item.path();
     check.entry = parse_entry_name(item.path());
