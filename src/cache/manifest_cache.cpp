@@ -1,5 +1,4 @@
 #include "wgsl_forge/cache.hpp"
-#include "wgsl_forge/leases.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -16,6 +15,7 @@
 #include "util/try.hpp"
 #include "wgsl_forge/file_system.hpp"
 #include "wgsl_forge/hash.hpp"
+#include "wgsl_forge/leases.hpp"
 #include "wgsl_forge/manifest_json.hpp"
 
 namespace wgsl_forge {

@@ -199,7 +199,8 @@ int run_adapter_workers(const GlobalOptions& options, const fs::path& cache_root
   }
   if (options.timeout) {
     char seconds[32];
-    std::snprintf(seconds, sizeof seconds, "%.3f", options.timeout->count() / 1000.0);
+    std::snprintf(seconds, sizeof seconds, "%.3f",
+                  std::chrono::duration<double>(*options.timeout).count());
     common.insert(common.end(), {"--timeout", seconds});
   }
   if (!options.bounds_checks) common.push_back("--no-bounds-checks");

@@ -109,10 +109,11 @@ int main(int argc, char** argv) {
                  "webgpu.h library to load (default: $WGSL_FORGE_WEBGPU_LIB, else the Dawn build "
                  "that scripts/setup.sh installed)");
   app.add_option("--backend", options.backend, "WebGPU backend: vulkan (default) or any");
-  std::optional<std::size_t> adapter_index;
-  app.add_option("--adapter", adapter_index,
-                 "Use the I-th adapter of the backend, as `wgsl-forge adapters` numbers them "
-                 "(default: the one Dawn picks for high performance)");
+  std::size_t adapter_index = 0;
+  CLI::Option* adapter_option =
+      app.add_option("--adapter", adapter_index,
+                     "Use the I-th adapter of the backend, as `wgsl-forge adapters` numbers them "
+                     "(default: the one Dawn picks for high performance)");
   double timeout_seconds = 0;
   app.add_option("--timeout", timeout_seconds,
                  "Watchdog of every wait for the GPU, in seconds (default: 120): a kernel that "
@@ -143,7 +144,7 @@ int main(int argc, char** argv) {
   }
   if (!cache_dir.empty()) options.cache_dir = cache_dir;
   if (!remote.empty()) options.remote = remote;
-  options.adapter_index = adapter_index;
+  if (adapter_option->count() > 0) options.adapter_index = adapter_index;
   if (!webgpu_library.empty()) options.webgpu_library = webgpu_library;
   if (timeout_seconds > 0) {
     options.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout_seconds * 1000));

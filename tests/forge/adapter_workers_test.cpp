@@ -85,7 +85,7 @@ class AdapterWorkersTest : public testing::SeededTest {
 
 TEST_F(AdapterWorkersTest, TwoWorkersOnOneAdapterTuneEachEntryOnce) {
   SCOPED_TRACE(trace());
-  const std::string kernels = "affine_f32 reduce_sum_u32";
+  const std::string kernels = "affine_f32 gather_f32";
   ASSERT_EQ(run("split", small_tune(kernels) + " --json --adapters 0,0"), 0) << errors("split");
   const nlohmann::json result = nlohmann::json::parse(output("split"));
   ASSERT_EQ(result.at("workers").size(), 2u);
