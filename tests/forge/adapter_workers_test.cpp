@@ -178,7 +178,7 @@ TEST_F(AdapterWorkersTest, AnAdapterListThatNamesNoAdapterIsRefused) {
   SCOPED_TRACE(trace());
   EXPECT_EQ(run("letters", small_tune("affine_f32") + " --adapters 0,x"), 2);
   EXPECT_NE(errors("letters").find("'x' is not an index"), std::string::npos) << errors("letters");
-  EXPECT_EQ(run("missing", small_tune("affine_f32") + " --adapters 0,9"), 2);
+  EXPECT_EQ(run("missing", small_tune("affine_f32") + " --adapters 9,9"), 2);
   EXPECT_NE(errors("missing").find("worker 1 (adapter 9) failed (exit status 2): Adapter 9 "
                                    "does not exist"),
             std::string::npos)
