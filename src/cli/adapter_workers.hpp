@@ -6,8 +6,9 @@
 // (kernel, size bucket) work by the same leases as a fleet (leases.hpp: the remote's while it
 // answers, else lease files in the cache directory); workers of different topologies tune
 // under their own keys. The parent opens no device: it prints one table (or one JSON document)
-// of every worker's rows, forwards each worker's stderr with its name, and fails when any worker
-// failed, naming it and its error.
+// of every worker's rows, forwards each worker's stderr with its name once the worker has ended (so
+// a worker's --trace comes at its end, not live), and fails when any worker failed, naming it and
+// its error.
 
 #include <string>
 #include <vector>
