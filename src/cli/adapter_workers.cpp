@@ -292,7 +292,8 @@ int run_adapter_workers(const GlobalOptions& options, const fs::path& cache_root
                      .dump(2)
               << "\n";
   } else {
-    std::printf("%zu workers, cache %s\n", workers.size(), cache_root.c_str());
+    std::printf("%zu worker%s, cache %s\n", workers.size(), workers.size() == 1 ? "" : "s",
+                cache_root.c_str());
     for (const nlohmann::json& entry : worker_list) {
       std::printf("worker %zu: adapter %zu %s, topology %s\n",
                   entry.at("worker").get<std::size_t>(), entry.at("adapter").get<std::size_t>(),
