@@ -18,7 +18,7 @@ stages=("$@")
 [ "${#stages[@]}" -eq 0 ] && stages=(ci asan tsan fuzz)
 
 # Tests that never load Dawn (model, cache, kernel definitions without a device).
-no_gpu_tests='^(Blake3Test|TimingSummaryTest|ManifestJsonTest|TuningManifestTest|CertificationManifestTest|ManifestCacheTest|CacheFaultTest|CacheRootResolutionTest|BundleTest|RemoteStoreTest|RemoteAddressTest|KernelCatalogTest|KernelCatalogGoldenTest|ReportPageTest)\.|manifest_parser|bundle_parser'
+no_gpu_tests='^(Blake3Test|TimingSummaryTest|ManifestJsonTest|TuningManifestTest|CertificationManifestTest|ManifestCacheTest|CacheFaultTest|CacheRootResolutionTest|BundleTest|RemoteStoreTest|RemoteAddressTest|LocalLeasesTest|KernelCatalogTest|KernelCatalogGoldenTest|ReportPageTest)\.|manifest_parser|bundle_parser'
 
 for stage in "${stages[@]}"; do
   echo "[test] stage $stage"
@@ -40,16 +40,17 @@ for stage in "${stages[@]}"; do
       # built with ASan and so cannot load the instrumented libwgsl_forge.so. AutoTuneAllTwice tunes
       # the whole catalog twice (3 minutes instrumented, the longest test by far): the ci stage
       # runs it; here the tuning, cache and start-up code it drives runs in the smaller tests.
-      # FleetTest (three instrumented tuner processes per case against Redis) and the catalog's
-      # sample of every schedule space (compiling on lavapipe) also run in the ci stage only: the
-      # remote store's and certification's code runs here in RemoteStoreTest and the per-kernel
-      # catalog tests.
+      # FleetTest (three instrumented tuner processes per case against Redis), AdapterWorkersTest
+      # (worker processes tuning on lavapipe) and the catalog's sample of every schedule space
+      # (compiling on lavapipe) also run in the ci stage only: the remote store's, the local
+      # leases' and certification's code runs here in RemoteStoreTest, LocalLeasesTest and the
+      # per-kernel catalog tests.
       # The tests that never load Dawn run once, with leak checks, after the others. Two tests at
       # a time: most of a test's time is one thread (Tint, lavapipe's LLVM compiling a pipeline,
       # an instrumented oracle), and every test has its own directories, caches and ports.
       ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
         ctest --preset asan --timeout 1200 --parallel 2 \
-        -E "SixteenConcurrentTuners|AutoTuneAllTwice|capi_python|FleetTest|StartingPointsAndASample|$no_gpu_tests"
+        -E "SixteenConcurrentTuners|AutoTuneAllTwice|capi_python|FleetTest|AdapterWorkersTest|StartingPointsAndASample|$no_gpu_tests"
       ASAN_OPTIONS=detect_leaks=1 ctest --preset asan --timeout 600 -R "$no_gpu_tests"
       ;;
     tsan)

@@ -5,7 +5,8 @@
 // "measurement", key 64
 // lowercase hexadecimal characters (keys given in upper case name the same entry). Contents are
 // canonical JSON (manifest_json.hpp). Files whose names start with '.' are temporary files of
-// writers and are never read as entries.
+// writers and are never read as entries. The directory `leases` holds auto-tune-all's local
+// leases (leases.hpp), not entries.
 //
 // Contract (from the original cache.rs, plus crash safety):
 //   - a key that is not exactly 64 hex characters is an error before the disk is touched;

@@ -245,9 +245,10 @@ struct AutoTuneOptions {
   std::vector<std::string> sizes;
   // Told before each (kernel, bucket) is looked at: its index among all of them, their count.
   std::function<void(std::size_t index, std::size_t count, const std::string& kernel_id)> on_kernel;
-  // With a remote store (ManifestCache::remote), how long a node's claim on a (kernel, bucket)
-  // lasts unless renewed (it is renewed every third of it while the node tunes): a node that
-  // dies mid-tune holds up the entry at most this long.
+  // How long a process's claim on a (kernel, bucket) lasts unless renewed (it is renewed every
+  // third of it while the process tunes): one that dies mid-tune holds up the entry at most this
+  // long. Claims are leases (leases.hpp) on the remote store (ManifestCache::remote) while it
+  // answers, else lease files in the cache directory, so processes sharing either split the work.
   std::chrono::milliseconds lease_duration{30000};
 };
 

@@ -41,6 +41,10 @@ struct RuntimeOptions {
   // docs/performance.md). The toggle is part of the topology hash, so kernels tuned with and
   // without the clamps are cached apart.
   bool bounds_checks = true;
+  // Which adapter of the backend, by its place in the driver's order (count_adapters; Dawn's
+  // enumeration, the order `wgsl-forge adapters` lists). Unset: the one Dawn's RequestAdapter
+  // picks for the power preference. Identical GPUs have one topology hash, so they share tunings.
+  std::optional<std::size_t> adapter_index;
   // How long one wait for the GPU (a submission, a map, a compile) may take before it is an
   // error; a watchdog for kernels that never finish.
   std::chrono::milliseconds wait_timeout{std::chrono::minutes(2)};
@@ -285,6 +289,10 @@ struct TimedRun {
   std::chrono::nanoseconds sampling_wall{0};
   bool gave_up = false;  // TimingOptions::give_up_above_ns stopped the samples early
 };
+
+// How many adapters the backend of `options` has (those RuntimeOptions::adapter_index numbers);
+// an error when the library cannot list them (it is not Dawn).
+Result<std::size_t> count_adapters(const RuntimeOptions& options);
 
 class Device {
  public:

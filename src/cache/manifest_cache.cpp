@@ -15,6 +15,7 @@
 #include "util/try.hpp"
 #include "wgsl_forge/file_system.hpp"
 #include "wgsl_forge/hash.hpp"
+#include "wgsl_forge/leases.hpp"
 #include "wgsl_forge/manifest_json.hpp"
 
 namespace wgsl_forge {
@@ -775,6 +776,9 @@ Result<VerifyReport> ManifestCache::verify() const {
   VerifyReport report;
   WF_TRY_ASSIGN(std::vector<fs::directory_entry> files, files_in(root_));
   for (const fs::directory_entry& item : files) {
+    // auto-tune-all's local leases (leases.hpp), not entries.
+    std::error_code type_error;
+    if (item.path() == LocalLeases::directory_of(root_) && item.is_directory(type_error)) continue;
     EntryCheck check;
     check.path = item.path();
     check.entry = parse_entry_name(item.path());

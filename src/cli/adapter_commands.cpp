@@ -41,12 +41,26 @@ void print_adapter(const gpu::AdapterInfo& info) {
             << "topology hash: " << info.topology_hash << "\n";
 }
 
+// Text: every adapter of the backend, numbered as --adapter and auto-tune-all --adapters take
+// them (only the default one when the library cannot list them); JSON and --adapter: one.
 int run_adapters(const GlobalOptions& options, bool as_json) {
-  Result<OpenDevice> device = open_device(options);
-  if (!device) return report_error(device.error());
-  if (as_json) {
-    std::cout << gpu::adapter_info_json((*device)->adapter());
-  } else {
+  Result<std::size_t> count = gpu::count_adapters(runtime_options(options));
+  if (as_json || options.adapter_index || !count) {
+    Result<OpenDevice> device = open_device(options);
+    if (!device) return report_error(device.error());
+    if (as_json) {
+      std::cout << gpu::adapter_info_json((*device)->adapter());
+    } else {
+      print_adapter((*device)->adapter());
+    }
+    return kExitOk;
+  }
+  for (std::size_t index = 0; index < *count; ++index) {
+    GlobalOptions this_one = options;
+    this_one.adapter_index = index;
+    Result<OpenDevice> device = open_device(this_one);
+    if (!device) return report_error(device.error());
+    std::cout << (index == 0 ? "" : "\n") << "index:         " << index << " of " << *count << "\n";
     print_adapter((*device)->adapter());
   }
   return kExitOk;
@@ -57,7 +71,8 @@ int run_adapters(const GlobalOptions& options, bool as_json) {
 void add_adapter_commands(CLI::App& app, const GlobalOptions& options, std::function<int()>& run) {
   auto as_json = std::make_shared<bool>(false);
   CLI::App* adapters = app.add_subcommand(
-      "adapters", "Describe the adapter: identity, driver, limits, features, topology hash");
+      "adapters",
+      "Describe each adapter, numbered: identity, driver, limits, features, topology hash");
   adapters->add_flag("--json", *as_json, "Print JSON");
   adapters->callback([&run, &options, as_json] {
     run = [&options, as_json] { return run_adapters(options, *as_json); };

@@ -37,13 +37,18 @@ void BoundedTeardown::operator()(gpu::Device* device) const {
 
 bool teardown_abandoned() { return abandoned_teardown; }
 
-Result<OpenDevice> open_device(const GlobalOptions& options) {
+gpu::RuntimeOptions runtime_options(const GlobalOptions& options) {
   gpu::RuntimeOptions runtime;
   runtime.library_path = options.webgpu_library;
   runtime.backend = options.backend;
   runtime.bounds_checks = options.bounds_checks;
+  runtime.adapter_index = options.adapter_index;
   if (options.timeout) runtime.wait_timeout = *options.timeout;
-  WF_TRY_ASSIGN(std::unique_ptr<gpu::Device> device, gpu::Device::open(runtime));
+  return runtime;
+}
+
+Result<OpenDevice> open_device(const GlobalOptions& options) {
+  WF_TRY_ASSIGN(std::unique_ptr<gpu::Device> device, gpu::Device::open(runtime_options(options)));
   return OpenDevice(device.release());
 }
 

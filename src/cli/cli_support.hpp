@@ -32,7 +32,12 @@ struct GlobalOptions {
   std::optional<std::chrono::milliseconds> timeout;
   // --remote: redis://HOST[:PORT][/DB] of the fleet's shared store; unset: $WGSL_FORGE_REMOTE.
   std::optional<std::string> remote;
+  // --adapter I: the I-th adapter of the backend (gpu::RuntimeOptions::adapter_index).
+  std::optional<std::size_t> adapter_index;
 };
+
+// The runtime options that the global options name.
+gpu::RuntimeOptions runtime_options(const GlobalOptions& options);
 
 // Prints "wgsl-forge: error: <message and context>" to stderr, on one line (a compiler's
 // diagnostics are joined); returns the exit code of its kind.

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "adapter_workers.hpp"
 #include "util/closest_match.hpp"
 #include "util/try.hpp"
 #include "wgsl_forge/forge.hpp"
@@ -217,8 +218,28 @@ struct TuneArguments {
   bool retune = false;
   bool force = false;         // tune --force: replace the entry without the stored winner competing
   bool trace = false;         // one line per candidate on stderr
-  double lease_seconds = 30;  // auto-tune-all with a remote: AutoTuneOptions::lease_duration
+  double lease_seconds = 30;  // auto-tune-all: AutoTuneOptions::lease_duration
+  std::string adapters;       // auto-tune-all --adapters: "all" or indices (adapter_workers.hpp)
 };
+
+// auto-tune-all's own command line for one worker of --adapters (the global options and
+// --adapter are the workers' runner's): the same kernels, sizes and search, as JSON.
+std::vector<std::string> worker_arguments(const TuneArguments& arguments) {
+  std::vector<std::string> line = {"auto-tune-all"};
+  line.insert(line.end(), arguments.kernels.begin(), arguments.kernels.end());
+  char lease[32];
+  std::snprintf(lease, sizeof lease, "%.3f", arguments.lease_seconds);
+  line.insert(line.end(), {"--budget", std::to_string(arguments.budget), "--seed",
+                           std::to_string(arguments.seed), "--lease", lease, "--json"});
+  if (!arguments.sizes.empty()) {
+    std::string sizes;
+    for (const std::string& size : arguments.sizes) sizes += (sizes.empty() ? "" : ",") + size;
+    line.insert(line.end(), {"--sizes", sizes});
+  }
+  if (arguments.retune) line.push_back("--retune");
+  if (arguments.trace) line.push_back("--trace");
+  return line;
+}
 
 // A candidate's outcome as one line: its first timing, or the stage it failed at and why.
 std::string trace_line(const forge::TuneProgress& step) {
@@ -905,9 +926,14 @@ void add_auto_tune_all(CLI::App& app, const GlobalOptions& options, std::functio
                 "Tune again where the cache has a result; the stored winner competes and is "
                 "replaced only by a certified schedule faster beyond noise");
   all->add_option("--lease", all_arguments->lease_seconds,
-                  "With a remote store: seconds a claim on a (kernel, size bucket) lasts unless "
-                  "renewed; a node that dies mid-tune holds its entry up this long (default 30)")
+                  "Seconds a claim on a (kernel, size bucket) lasts unless renewed (on the remote "
+                  "store, else in the cache directory); a process that dies mid-tune holds its "
+                  "entry up this long (default 30)")
       ->check(CLI::Range(0.2, 3600.0));
+  all->add_option("--adapters", all_arguments->adapters,
+                  "Run one worker process per adapter: 'all' or indices such as 0,2 (wgsl-forge "
+                  "adapters numbers them; one may repeat). Workers of one topology split the "
+                  "work by the leases; one table of every worker's rows");
   all->add_flag("--json", all_arguments->json, "Print JSON");
   all->add_flag("--trace", all_arguments->trace,
                 "Print each candidate's first timing or failure on stderr");
@@ -918,6 +944,20 @@ void add_auto_tune_all(CLI::App& app, const GlobalOptions& options, std::functio
         Result<const kernels::KernelDefinition*> kernel = kernels::find_kernel(id);
         if (!kernel) return report_error(kernel.error());
         only.push_back(*kernel);
+      }
+      if (!all_arguments->adapters.empty()) {
+        if (options.adapter_index) {
+          return report_error(Error(ErrorKind::kInvalidInput,
+                                    "--adapter and --adapters cannot be given together (each "
+                                    "worker of --adapters gets its own --adapter)."));
+        }
+        Result<std::vector<std::size_t>> adapters =
+            parse_adapter_list(options, all_arguments->adapters);
+        if (!adapters) return report_error(adapters.error());
+        Result<ManifestCache> cache = open_cache(options);
+        if (!cache) return report_error(cache.error());
+        return run_adapter_workers(options, cache->root(), *adapters,
+                                   worker_arguments(*all_arguments), all_arguments->json);
       }
       return run_auto_tune(options, *all_arguments, only);
     };

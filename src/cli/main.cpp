@@ -87,8 +87,8 @@ int main(int argc, char** argv) {
   CLI::App app("wgsl-forge: generates, certifies and tunes WGSL compute kernels", "wgsl-forge");
   app.set_version_flag("--version", std::string("wgsl-forge ") + wgsl_forge::kVersion);
   app.require_subcommand(1);
-  // Global options (--cache, --remote, --webgpu-lib, --backend, --no-bounds-checks, --timeout) may
-  // also follow the subcommand.
+  // Global options (--cache, --remote, --webgpu-lib, --backend, --adapter, --no-bounds-checks,
+  // --timeout) may also follow the subcommand.
   app.fallthrough();
 
   GlobalOptions options;
@@ -109,6 +109,11 @@ int main(int argc, char** argv) {
                  "webgpu.h library to load (default: $WGSL_FORGE_WEBGPU_LIB, else the Dawn build "
                  "that scripts/setup.sh installed)");
   app.add_option("--backend", options.backend, "WebGPU backend: vulkan (default) or any");
+  std::size_t adapter_index = 0;
+  CLI::Option* adapter_option =
+      app.add_option("--adapter", adapter_index,
+                     "Use the I-th adapter of the backend, as `wgsl-forge adapters` numbers them "
+                     "(default: the one Dawn picks for high performance)");
   double timeout_seconds = 0;
   app.add_option("--timeout", timeout_seconds,
                  "Watchdog of every wait for the GPU, in seconds (default: 120): a kernel that "
@@ -139,6 +144,7 @@ int main(int argc, char** argv) {
   }
   if (!cache_dir.empty()) options.cache_dir = cache_dir;
   if (!remote.empty()) options.remote = remote;
+  if (adapter_option->count() > 0) options.adapter_index = adapter_index;
   if (!webgpu_library.empty()) options.webgpu_library = webgpu_library;
   if (timeout_seconds > 0) {
     options.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout_seconds * 1000));

@@ -9,6 +9,7 @@
 
 #include "util/try.hpp"
 #include "wgsl_forge/forge.hpp"
+#include "wgsl_forge/leases.hpp"
 
 namespace wgsl_forge::forge {
 
@@ -296,19 +297,40 @@ AutoTuneRow tune_and_store(gpu::Device& device, const ManifestCache& cache,
 
 namespace {
 
-// A node's claim on one entry while it tunes it: renewed on a thread of its own every third of
-// the lease, released when the tune is over. A renewal that finds the lease gone (this node
-// stalled past it and another claimed the entry) stops renewing; the stores then settle which
-// entry stands, as for any two writers.
+// The fleet's leases on its Redis (RemoteStore), as a LeaseStore.
+class RemoteLeases final : public LeaseStore {
+ public:
+  explicit RemoteLeases(std::shared_ptr<RemoteStore> remote) : remote_(std::move(remote)) {}
+  Result<ClaimOutcome> claim(std::string_view key, const std::string& token,
+                             std::chrono::milliseconds duration) override {
+    if (remote_->claim(key, token, duration)) return ClaimOutcome::kClaimed;
+    return remote_->online() ? ClaimOutcome::kHeldElsewhere : ClaimOutcome::kUnavailable;
+  }
+  bool renew(std::string_view key, const std::string& token,
+             std::chrono::milliseconds duration) override {
+    return remote_->renew(key, token, duration);
+  }
+  void release(std::string_view key, const std::string& token) override {
+    remote_->release(key, token);
+  }
+
+ private:
+  std::shared_ptr<RemoteStore> remote_;
+};
+
+// A process's claim on one entry while it tunes it: renewed on a thread of its own every third
+// of the lease, released when the tune is over. A renewal that finds the lease gone (this
+// process stalled past it and another claimed the entry) stops renewing; the stores then settle
+// which entry stands, as for any two writers.
 class EntryLease {
  public:
-  EntryLease(std::shared_ptr<RemoteStore> remote, std::string key, std::string token,
+  EntryLease(LeaseStore& store, std::string key, std::string token,
              std::chrono::milliseconds duration)
-      : remote_(std::move(remote)), key_(std::move(key)), token_(std::move(token)) {
+      : store_(store), key_(std::move(key)), token_(std::move(token)) {
     renewer_ = std::thread([this, duration] {
       std::unique_lock lock(mutex_);
       while (!stopping_.wait_for(lock, duration / 3, [this] { return stopped_; })) {
-        if (!remote_->renew(key_, token_, duration)) return;
+        if (!store_.renew(key_, token_, duration)) return;
       }
     });
   }
@@ -319,13 +341,13 @@ class EntryLease {
     }
     stopping_.notify_all();
     renewer_.join();
-    remote_->release(key_, token_);
+    store_.release(key_, token_);
   }
   EntryLease(const EntryLease&) = delete;
   EntryLease& operator=(const EntryLease&) = delete;
 
  private:
-  std::shared_ptr<RemoteStore> remote_;
+  LeaseStore& store_;
   std::string key_;
   std::string token_;
   std::mutex mutex_;
@@ -345,7 +367,11 @@ std::vector<AutoTuneRow> auto_tune_all(gpu::Device& device, const ManifestCache&
       work.emplace_back(kernel, std::move(bucket));
     }
   }
-  const std::shared_ptr<RemoteStore>& remote = cache.remote();
+  // The fleet's leases while its remote answers, else those of the local cache directory,
+  // which the processes sharing it (auto-tune-all --adapters' workers) split the work by.
+  std::optional<RemoteLeases> remote_leases;
+  if (cache.remote()) remote_leases.emplace(cache.remote());
+  LocalLeases local_leases(cache.root());
   const std::string token = RemoteStore::unique_token();
   const std::chrono::milliseconds poll_interval = std::clamp(
       options.lease_duration / 4, std::chrono::milliseconds(50), std::chrono::milliseconds(1000));
@@ -366,24 +392,41 @@ std::vector<AutoTuneRow> auto_tune_all(gpu::Device& device, const ManifestCache&
       const auto& [kernel, bucket] = work[i];
       const AutoTuneOptions& these_options = waited[i] ? after_waiting : options;
       std::optional<EntryLease> lease;
-      if (remote && remote->online() && would_tune(device, cache, *kernel, bucket, these_options)) {
+      if (would_tune(device, cache, *kernel, bucket, these_options)) {
         const std::string key = entry_key(device, *kernel, bucket);
-        if (remote->claim(key, token, options.lease_duration)) {
-          lease.emplace(remote, key, token, options.lease_duration);
-        } else if (remote->online()) {
+        LeaseStore* store = &local_leases;
+        Result<ClaimOutcome> claimed = ClaimOutcome::kUnavailable;
+        if (remote_leases) {
+          store = &*remote_leases;
+          claimed = remote_leases->claim(key, token, options.lease_duration);
+        }
+        if (claimed && *claimed == ClaimOutcome::kUnavailable) {
+          store = &local_leases;
+          claimed = local_leases.claim(key, token, options.lease_duration);
+        }
+        if (!claimed) {
+          AutoTuneRow failed;
+          failed.kernel_id = std::string(kernel->id());
+          failed.bucket = bucket.label;
+          failed.message = claimed.error().to_string();
+          rows[i] = std::move(failed);
+          continue;
+        }
+        if (*claimed == ClaimOutcome::kHeldElsewhere) {
           waited[i] = true;
           held_elsewhere.push_back(i);
           continue;
         }
+        lease.emplace(*store, key, token, options.lease_duration);
       }
       if (options.on_kernel) options.on_kernel(looked_at++, work.size(), std::string(kernel->id()));
       AutoTuneRow row = tune_and_store(device, cache, *kernel, bucket, these_options);
       if (waited[i] && row.status == AutoTuneRow::Status::kCached) {
         row.status = AutoTuneRow::Status::kTunedElsewhere;
-        row.decision = "tuned by another node of the fleet, which held its lease";
+        row.decision = "tuned by another process, which held its lease";
       } else if (waited[i] && row.status == AutoTuneRow::Status::kTuned) {
         row.decision =
-            "tuned here after another node's lease ended without an entry (that node "
+            "tuned here after another process's lease ended without an entry (that process "
             "died or failed)";
       }
       rows[i] = std::move(row);

@@ -148,7 +148,7 @@ void split_driver(const std::string& description, AdapterIdentity& identity) {
   identity.driver_info = description.substr(colon + 2);
 }
 
-Result<WGPUAdapter> request_adapter(DeviceState& state, const RuntimeOptions& options) {
+Result<WGPURequestAdapterOptions> adapter_options_of(const RuntimeOptions& options) {
   std::uint32_t backend = kBackendTypeUndefined;
   if (options.backend == "vulkan") {
     backend = kBackendTypeVulkan;
@@ -162,6 +162,43 @@ Result<WGPUAdapter> request_adapter(DeviceState& state, const RuntimeOptions& op
                                         ? kPowerPreferenceLowPower
                                         : kPowerPreferenceHighPerformance;
   adapter_options.backendType = backend;
+  return adapter_options;
+}
+
+// Every adapter of the options' backend, in the driver's order, each holding one reference the
+// caller releases. The vector's own storage belongs to the library's allocator and is left to
+// it (a few bytes, once per device opened).
+Result<std::vector<WGPUAdapter>> enumerate_adapters(DeviceState& state,
+                                                    const WGPURequestAdapterOptions& options) {
+  const DawnEnumerateAdapters enumerate = state.library->enumerate_adapters();
+  if (enumerate == nullptr) {
+    return Error(ErrorKind::kRuntime, "The WebGPU library " + state.library->path().string() +
+                                          " cannot list its adapters (it is not Dawn), so it "
+                                          "serves only the adapter it picks itself: leave out "
+                                          "--adapter and --adapters.");
+  }
+  DawnAdapterVector found;
+  const DawnInstance instance{state.instance};
+  enumerate(&found, &instance, &options);
+  return std::vector<WGPUAdapter>(found.begin, found.end);
+}
+
+Result<WGPUAdapter> request_adapter(DeviceState& state, const RuntimeOptions& options) {
+  WF_TRY_ASSIGN(WGPURequestAdapterOptions adapter_options, adapter_options_of(options));
+  if (options.adapter_index) {
+    WF_TRY_ASSIGN(std::vector<WGPUAdapter> adapters, enumerate_adapters(state, adapter_options));
+    const std::size_t index = *options.adapter_index;
+    WGPUAdapter chosen = index < adapters.size() ? adapters[index] : nullptr;
+    if (chosen != nullptr) state.api->AdapterAddRef(chosen);
+    for (WGPUAdapter adapter : adapters) state.api->AdapterRelease(adapter);
+    if (chosen == nullptr) {
+      return Error(ErrorKind::kInvalidInput,
+                   "Adapter " + std::to_string(index) + " does not exist: this machine has " +
+                       std::to_string(adapters.size()) + " " + options.backend +
+                       " adapter(s), numbered from 0 (wgsl-forge adapters lists them).");
+    }
+    return chosen;
+  }
   struct AdapterReply {
     std::uint32_t status = 0;
     WGPUAdapter adapter = nullptr;
@@ -386,6 +423,20 @@ Result<std::unique_ptr<Device>> Device::open(const RuntimeOptions& options) {
   WF_TRY(request_device(*state, options));
   WF_TRY(describe(*state));
   return std::unique_ptr<Device>(new Device(std::move(state)));
+}
+
+Result<std::size_t> count_adapters(const RuntimeOptions& options) {
+  WF_TRY_ASSIGN(std::shared_ptr<DeviceState> state,
+                state_on_library(options.library_path, options.wait_timeout));
+  state->instance = state->api->CreateInstance(nullptr);
+  if (state->instance == nullptr) {
+    return Error(ErrorKind::kRuntime, "The WebGPU library " + state->library->path().string() +
+                                          " could not create an instance.");
+  }
+  WF_TRY_ASSIGN(WGPURequestAdapterOptions adapter_options, adapter_options_of(options));
+  WF_TRY_ASSIGN(std::vector<WGPUAdapter> adapters, enumerate_adapters(*state, adapter_options));
+  for (WGPUAdapter adapter : adapters) state->api->AdapterRelease(adapter);
+  return adapters.size();
 }
 
 Result<std::unique_ptr<Device>> Device::adopt(const ExternalDevice& external) {

@@ -156,6 +156,8 @@ Result<std::shared_ptr<const WebGpuLibrary>> WebGpuLibrary::load(const fs::path&
       reinterpret_cast<decltype(library->functions_.name)>(::dlsym(handle, "wgpu" #name));
   WGSL_FORGE_DAWN_FUNCTIONS(WGSL_FORGE_RESOLVE_OPTIONAL)
 #undef WGSL_FORGE_RESOLVE_OPTIONAL
+  library->enumerate_adapters_ = reinterpret_cast<abi::DawnEnumerateAdapters>(
+      ::dlsym(handle, abi::kDawnEnumerateAdaptersSymbol));
   if (!missing.empty()) {
     return Error(ErrorKind::kRuntime, "The library " + canonical.string() +
                                           " does not export the webgpu.h functions " + missing +

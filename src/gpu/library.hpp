@@ -19,11 +19,14 @@ class WebGpuLibrary {
   const abi::WebGpuFunctions& functions() const { return functions_; }
   const std::filesystem::path& path() const { return path_; }
   const std::string& blake3() const { return blake3_; }
+  // Dawn's adapter enumeration (abi::kDawnEnumerateAdaptersSymbol); null in other libraries.
+  abi::DawnEnumerateAdapters enumerate_adapters() const { return enumerate_adapters_; }
 
  private:
   abi::WebGpuFunctions functions_;
   std::filesystem::path path_;
   std::string blake3_;
+  abi::DawnEnumerateAdapters enumerate_adapters_ = nullptr;
 };
 
 }  // namespace wgsl_forge::gpu

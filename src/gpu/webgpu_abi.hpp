@@ -521,6 +521,26 @@ struct WGPUQuerySetDescriptor {
 #define WGSL_FORGE_DAWN_FUNCTIONS(X) \
   X(DeviceForceLoss, void, WGPUDevice, std::uint32_t, WGPUStringView)
 
+// Dawn's C++ dawn::native::Instance::EnumerateAdapters(const WGPURequestAdapterOptions*) const:
+// every adapter of the options' backend, in the driver's order, which webgpu.h has no call for
+// (its RequestAdapter picks one). Resolved by its mangled name (Itanium ABI: the returned
+// std::vector<dawn::native::Adapter> is written through a hidden first argument; `this` is an
+// Instance, one InstanceBase* that is the WGPUInstance; each Adapter is one AdapterBase* that is
+// a WGPUAdapter holding one reference). Optional: a webgpu.h library without it serves only the
+// adapter RequestAdapter picks.
+inline constexpr const char* kDawnEnumerateAdaptersSymbol =
+    "_ZNK4dawn6native8Instance17EnumerateAdaptersEPK25WGPURequestAdapterOptions";
+struct DawnAdapterVector {
+  WGPUAdapter* begin = nullptr;
+  WGPUAdapter* end = nullptr;
+  WGPUAdapter* capacity = nullptr;
+};
+struct DawnInstance {
+  WGPUInstance instance;
+};
+using DawnEnumerateAdapters = void (*)(DawnAdapterVector* result, const DawnInstance* self,
+                                       const WGPURequestAdapterOptions* options);
+
 // A table of function pointers, one member per function above (e.g. `CreateInstance`).
 struct WebGpuFunctions {
 #define WGSL_FORGE_DECLARE_MEMBER(name, result, ...) result (*name)(__VA_ARGS__) = nullptr;

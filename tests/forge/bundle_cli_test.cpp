@@ -43,6 +43,7 @@ std::map<std::string, std::string> entries_of(const fs::path& root, bool with_me
   if (!fs::exists(root)) return files;
   for (const auto& item : fs::directory_iterator(root)) {
     const std::string name = item.path().filename().string();
+    if (!item.is_regular_file()) continue;  // auto-tune-all's lease directory
     if (!with_measurements && name.starts_with("measurement-")) continue;
     files[name] = testing::read_text(item.path());
   }

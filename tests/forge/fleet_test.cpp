@@ -158,7 +158,8 @@ TEST_F(FleetTest, ANodeKilledWhileHoldingALeaseIsTakenOverWhenTheLeaseEnds) {
       << errors("heir");
   const nlohmann::json row = row_of("heir", "affine_f32");
   EXPECT_EQ(row.at("status"), "tuned");
-  EXPECT_NE(row.value("decision", "").find("after another node's lease ended"), std::string::npos)
+  EXPECT_NE(row.value("decision", "").find("after another process's lease ended"),
+            std::string::npos)
       << row.dump();
   EXPECT_EQ(server.keys("wgsl-forge:v3:tuning:*").size(), 1u);
   EXPECT_TRUE(server.keys("wgsl-forge:v3:lease:*").empty());
