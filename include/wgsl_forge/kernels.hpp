@@ -72,6 +72,11 @@ struct Problem {
   std::uint64_t max_groups = 0;
   // segmented_reduce_sum_f32: the number of segments (its offsets hold segments + 1 words).
   std::uint64_t segments = 0;
+  // The five-pass radix sorts: counts per block of their counts' reduce-then-scan, and blocks
+  // per step of its spine (0: the most one workgroup takes, workgroup_size * 4, as every call
+  // uses). Certification sets it small, so that a few tiles' counts take the spine through
+  // several steps, which the full width reaches only past millions of keys.
+  std::uint32_t counts_scan_width = 0;
 
   std::string to_string() const;
 };

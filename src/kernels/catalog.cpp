@@ -42,6 +42,7 @@ std::string Problem::to_string() const {
   if (build_elements != 0) text << " build=" << build_elements;
   if (max_groups != 0) text << " max_groups=" << max_groups;
   if (segments != 0) text << " segments=" << segments;
+  if (counts_scan_width != 0) text << " counts_scan_width=" << counts_scan_width;
   return text.str();
 }
 

@@ -7,7 +7,10 @@
 //                  digits into counts[digit * tiles + tile] (digit-major, so one scan gives every
 //                  offset), in workgroups of 64 (see kDigitCountWgsl);
 //   counts_reduce, counts_spine, counts_apply
-//                  an exclusive reduce-then-scan of the counts;
+//                  an exclusive reduce-then-scan of the counts, in blocks of workgroup_size * 4
+//                  counts, the spine (one workgroup) in steps of as many blocks; the width is a
+//                  uniform word, which a certification case narrows to reach the spine's later
+//                  steps with few keys (scan_width_of);
 //   scatter        each tile ranks its keys stably and writes them, with their values, to
 //                  counts[digit * tiles + tile] + rank.
 // Rounds alternate between a scratch buffer and the output; the input is never written.
@@ -78,7 +81,7 @@
 //                 their high words keep the order of their low words, and equal keys input order;
 //   finish_pairs  sorted[i] = key positions[i] (its high word from `high`), sorted_values[i] =
 //                 values[positions[i]].
-// The 32-bit sorts' WGSL is untouched (their golden files are byte-identical; revision 5 stays).
+// The 32-bit sorts' WGSL is untouched by it (their golden files are byte-identical).
 //
 // Oracle: std::stable_sort; exact, plus explicit checks that the output is ascending, is a
 // permutation of the input, and (for pairs) keeps equal keys in input order.
@@ -177,8 +180,9 @@ class RadixSort final : public KernelDefinition {
     return pairs_ ? "radix_sort_pairs_u32" : "radix_sort_u32";
   }
   // The 32-bit sorts' WGSL is unchanged by the 64-bit one (which adds bindings and entry points
-  // only to its own module), so their revision stays.
-  std::uint32_t revision() const override { return wide_keys_ ? 1 : 5; }
+  // only to its own module). Revision 6 (2 for u64 keys): the counts' scan width is a uniform
+  // word (scan_width), so that certification reaches the spine's second step.
+  std::uint32_t revision() const override { return wide_keys_ ? 2 : 6; }
   std::string_view summary() const override {
     if (wide_keys_)
       return "stable ascending sort of u64 keys (low, high u32 words) carrying u32 values";
@@ -289,6 +293,9 @@ class RadixSort final : public KernelDefinition {
     return cases;
   }
 
+  std::vector<CaseSpec> schedule_cases(const Schedule& schedule,
+                                       const DeviceCapabilities& device) const override;
+
   CaseInputs make_inputs(const CaseSpec& spec, std::uint64_t seed) const override {
     std::mt19937_64 random(seed);
     CaseInputs inputs;
@@ -346,16 +353,17 @@ class RadixSort final : public KernelDefinition {
 
  private:
   // The passes of one sort of 32-bit keys on `columns`: five per round, or one sweep.
-  void append_counted_rounds(const Schedule& schedule, std::uint64_t n, const RoundColumns& columns,
-                             std::vector<PassPlan>& passes) const;
+  void append_counted_rounds(const Schedule& schedule, std::uint64_t n, std::uint64_t scan_width,
+                             const RoundColumns& columns, std::vector<PassPlan>& passes) const;
   void append_one_sweep(const Schedule& schedule, std::uint64_t n, const RoundColumns& columns,
                         std::vector<PassPlan>& passes) const;
-  void append_sort(const Schedule& schedule, std::uint64_t n, const RoundColumns& columns,
-                   std::vector<PassPlan>& passes) const {
+  // scan_width: the counts' reduce-then-scan width (scan_width_of), for the five passes.
+  void append_sort(const Schedule& schedule, std::uint64_t n, std::uint64_t scan_width,
+                   const RoundColumns& columns, std::vector<PassPlan>& passes) const {
     if (one_sweep(schedule)) {
       append_one_sweep(schedule, n, columns, passes);
     } else {
-      append_counted_rounds(schedule, n, columns, passes);
+      append_counted_rounds(schedule, n, scan_width, columns, passes);
     }
   }
   std::map<std::uint32_t, std::string> round_buffers(std::uint32_t round,
@@ -382,6 +390,43 @@ std::uint32_t digit_count_of(const Schedule& schedule) { return 1u << knob(sched
 std::uint32_t rounds_of(const Schedule& schedule) { return 32 / knob(schedule, kDigitBits); }
 std::uint64_t tile_keys(const Schedule& schedule) {
   return std::uint64_t{knob(schedule, kWorkgroupSize)} * knob(schedule, kKeysPerInvocation);
+}
+
+// The most counts one workgroup of the counts' reduce-then-scan takes: every call's width.
+std::uint64_t full_scan_width(const Schedule& schedule) {
+  return std::uint64_t{knob(schedule, kWorkgroupSize)} * kCountScanItems;
+}
+
+// The counts' reduce-then-scan width of a problem (kCountsScanWgsl): counts per block and blocks
+// per spine step.
+std::uint64_t scan_width_of(const Schedule& schedule, const Problem& problem) {
+  return problem.counts_scan_width != 0 ? problem.counts_scan_width : full_scan_width(schedule);
+}
+
+// The five-pass sort's second level is the spine's second step, which at the full width comes
+// only past (WG * SCAN_ITEMS)^2 counts (8388609 keys for the default schedule). Its case narrows
+// the width to kCertifiedScanWidth, one invocation's counts and one more (so that two invocations
+// take part in each block and step, unaligned), and takes just enough full tiles (at least two,
+// the last one key short) for 2 * width + 1 blocks: the spine in three or more steps, the last
+// partial, each carrying the ones before. The very code of every call runs; only the uniform
+// width differs. One sweep has no spine: its look-back walks back one predecessor at a time, and
+// digit_histograms' second block per workgroup (past 2^21 keys, whatever the schedule) is the
+// many-workgroups case's.
+constexpr std::uint32_t kCertifiedScanWidth = kCountScanItems + 1;
+
+std::vector<CaseSpec> RadixSort::schedule_cases(const Schedule& schedule,
+                                                const DeviceCapabilities&) const {
+  if (one_sweep(schedule)) return {};
+  const std::uint64_t width = kCertifiedScanWidth;
+  const std::uint64_t counts = 2 * width * width + 1;
+  const std::uint64_t tiles =
+      std::max<std::uint64_t>(2, ceil_div(counts, std::uint64_t{digit_count_of(schedule)}));
+  Problem problem;
+  problem.elements = tiles * tile_keys(schedule) - 1;
+  problem.counts_scan_width = kCertifiedScanWidth;
+  return {{"counts-spine n=" + std::to_string(problem.elements) +
+               " width=" + std::to_string(width) + " uniform",
+           problem, "uniform"}};
 }
 
 // The scatter's ranking: per invocation, the digits' prefixes over the invocations plus each
@@ -444,6 +489,14 @@ Result<DispatchPlan> RadixSort::plan(const Schedule& schedule, const Problem& pr
                  "look-back words; the problem has " +
                      std::to_string(n) + ".");
   }
+  const std::uint64_t scan_width = scan_width_of(schedule, problem);
+  if (!one_sweep(schedule) && scan_width > full_scan_width(schedule)) {
+    return Error(ErrorKind::kInvalidInput,
+                 "Problem counts_scan_width (" + std::to_string(scan_width) +
+                     ") exceeds the most counts one workgroup of the counts' scan takes, "
+                     "workgroup_size * 4 (" +
+                     std::to_string(full_scan_width(schedule)) + ").");
+  }
   const std::uint64_t digits = digit_count_of(schedule);
   const std::uint64_t tiles = ceil_div(n, tile_keys(schedule));
   const std::uint64_t bytes = std::max<std::uint64_t>(4, n * 4);
@@ -455,9 +508,7 @@ Result<DispatchPlan> RadixSort::plan(const Schedule& schedule, const Problem& pr
   } else {
     const std::uint64_t count_length = digits * tiles;
     sizes["counts"] = std::max<std::uint64_t>(4, count_length * 4);
-    sizes["block_sums"] = std::max<std::uint64_t>(
-        4, 4 * ceil_div(count_length,
-                        std::uint64_t{knob(schedule, kWorkgroupSize)} * kCountScanItems));
+    sizes["block_sums"] = std::max<std::uint64_t>(4, 4 * ceil_div(count_length, scan_width));
   }
   if (pairs_) {
     sizes.insert({{"values", bytes}, {"sorted_values", bytes}, {"scratch_values", bytes}});
@@ -465,7 +516,7 @@ Result<DispatchPlan> RadixSort::plan(const Schedule& schedule, const Problem& pr
   DispatchPlan plan;
   if (!wide_keys_) {
     plan.buffers = make_buffer_plans(buffer_specs(), sizes);
-    append_sort(schedule, n, RoundColumns{}, plan.passes);
+    append_sort(schedule, n, scan_width, RoundColumns{}, plan.passes);
     return plan;
   }
   // radix_sort_pairs_u64: split the low words off and number the positions; sort the low words
@@ -475,7 +526,7 @@ Result<DispatchPlan> RadixSort::plan(const Schedule& schedule, const Problem& pr
   sizes.insert({{"low", bytes}, {"high", bytes}, {"positions", bytes}});
   plan.buffers = make_buffer_plans(buffer_specs(), sizes);
   const std::uint64_t groups = ceil_div(n, knob(schedule, kWorkgroupSize));
-  const std::vector<std::uint32_t> params(5, 0);
+  const std::vector<std::uint32_t> params(6, 0);  // the counted rounds' Params, n first
   auto pass = [&](const char* entry_point, std::map<std::uint32_t, std::string> buffers) {
     buffers.insert({{3, "counts"}, {4, "block_sums"}, {7, "keys"}, {8, "sorted"}});
     std::vector<std::uint32_t> words = params;
@@ -483,27 +534,29 @@ Result<DispatchPlan> RadixSort::plan(const Schedule& schedule, const Problem& pr
     plan.passes.push_back({entry_point, groups, std::move(buffers), std::move(words)});
   };
   pass("split_keys", {{1, "high"}, {2, "low"}, {5, "values"}, {6, "positions"}});
-  append_sort(schedule, n, wide_columns("low"), plan.passes);
+  append_sort(schedule, n, scan_width, wide_columns("low"), plan.passes);
   pass("gather_high", {{1, "low"}, {2, "high"}, {5, "positions"}, {6, "scratch_values"}});
-  append_sort(schedule, n, wide_columns("high"), plan.passes);
+  append_sort(schedule, n, scan_width, wide_columns("high"), plan.passes);
   pass("finish_pairs", {{1, "positions"}, {2, "high"}, {5, "values"}, {6, "sorted_values"}});
   return plan;
 }
 
 void RadixSort::append_counted_rounds(const Schedule& schedule, std::uint64_t n,
-                                      const RoundColumns& columns,
+                                      std::uint64_t scan_width, const RoundColumns& columns,
                                       std::vector<PassPlan>& passes) const {
-  const std::uint32_t wg = knob(schedule, kWorkgroupSize);
   const std::uint32_t bits = knob(schedule, kDigitBits);
   const std::uint64_t tiles = ceil_div(n, tile_keys(schedule));
   const std::uint64_t count_length = (std::uint64_t{1} << bits) * tiles;
-  const std::uint64_t count_blocks = ceil_div(count_length, std::uint64_t{wg} * kCountScanItems);
+  const std::uint64_t count_blocks = ceil_div(count_length, scan_width);
   const std::uint32_t rounds = 32 / bits;  // even, so the last round writes columns.sorted
   for (std::uint32_t round = 0; round < rounds; ++round) {
     const std::map<std::uint32_t, std::string> buffers = round_buffers(round, columns);
-    const std::vector<std::uint32_t> params = {
-        static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(tiles), round * bits,
-        static_cast<std::uint32_t>(count_length), static_cast<std::uint32_t>(count_blocks)};
+    const std::vector<std::uint32_t> params = {static_cast<std::uint32_t>(n),
+                                               static_cast<std::uint32_t>(tiles),
+                                               round * bits,
+                                               static_cast<std::uint32_t>(count_length),
+                                               static_cast<std::uint32_t>(count_blocks),
+                                               static_cast<std::uint32_t>(scan_width)};
     passes.push_back({"digit_count", tiles, buffers, params});
     passes.push_back({"counts_reduce", count_blocks, buffers, params});
     passes.push_back({"counts_spine", 1, buffers, params});
@@ -595,7 +648,7 @@ Status RadixSort::check_resources(const Schedule& schedule,
 // they do nothing.
 
 const char* const kParamsWgsl = R"(
-struct Params { n: u32, tiles: u32, shift: u32, count_length: u32, count_blocks: u32 }
+struct Params { n: u32, tiles: u32, shift: u32, count_length: u32, count_blocks: u32, scan_width: u32 }
 )";
 
 // The digit of a key this round.
@@ -603,21 +656,25 @@ const char* const kDigitWgsl = R"(
 fn digit(key: u32) -> u32 { return (key >> params.shift) & (DIGITS - 1u); }
 )";
 
-// The reduce-then-scan of the counts in blocks of WG * SCAN_ITEMS (each invocation takes
-// SCAN_ITEMS consecutive counts), as three entry points that never wait on another workgroup:
+// The reduce-then-scan of the counts in blocks of params.scan_width counts (WG * SCAN_ITEMS;
+// fewer in a certification case, see scan_width_of), each invocation taking SCAN_ITEMS
+// consecutive counts of its block, as three entry points that never wait on another workgroup:
 //   counts_reduce  block b: block_sums[b] = the block's sum;
-//   counts_spine   one workgroup: exclusive scan of block_sums in place;
+//   counts_spine   one workgroup: exclusive scan of block_sums in place, scan_width of them a
+//                  step, each step carrying the sum of the steps before it;
 //   counts_apply   block b: every count becomes its exclusive prefix.
 const char* const kCountsScanWgsl = R"(
 @compute @workgroup_size(WG)
 fn counts_reduce(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
                  @builtin(local_invocation_index) local: u32) {
   let b = linear_workgroup(group, groups);
-  let first = b * (WG * SCAN_ITEMS) + local * SCAN_ITEMS;
+  let width = params.scan_width;
+  let end = min(b * width + width, params.count_length);
+  let first = b * width + local * SCAN_ITEMS;
   var sum = 0u;
   for (var j = 0u; j < SCAN_ITEMS; j++) {
     let i = first + j;
-    if (i < params.count_length) { sum += counts[i]; }
+    if (i < end) { sum += counts[i]; }
   }
   let scanned = workgroup_exclusive_scan(sum, local);
   if (local == 0u && b < params.count_blocks) { block_sums[b] = scanned.y; }
@@ -627,19 +684,21 @@ fn counts_reduce(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) g
 fn counts_spine(@builtin(local_invocation_index) local: u32) {
   var carry = 0u;
   let blocks = params.count_blocks;
-  for (var start = 0u; start < blocks; start += WG * SCAN_ITEMS) {
+  let width = params.scan_width;
+  for (var start = 0u; start < blocks; start += width) {
+    let end = min(start + width, blocks);
     var values = array<u32, SCAN_ITEMS>();
     var sum = 0u;
     for (var j = 0u; j < SCAN_ITEMS; j++) {
       let i = start + local * SCAN_ITEMS + j;
-      if (i < blocks) { values[j] = block_sums[i]; }
+      if (i < end) { values[j] = block_sums[i]; }
       sum += values[j];
     }
     let scanned = workgroup_exclusive_scan(sum, local);
     var running = carry + scanned.x;
     for (var j = 0u; j < SCAN_ITEMS; j++) {
       let i = start + local * SCAN_ITEMS + j;
-      if (i < blocks) { block_sums[i] = running; }
+      if (i < end) { block_sums[i] = running; }
       running += values[j];
     }
     carry += scanned.y;
@@ -650,12 +709,14 @@ fn counts_spine(@builtin(local_invocation_index) local: u32) {
 fn counts_apply(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
                 @builtin(local_invocation_index) local: u32) {
   let b = linear_workgroup(group, groups);
-  let first = b * (WG * SCAN_ITEMS) + local * SCAN_ITEMS;
+  let width = params.scan_width;
+  let end = min(b * width + width, params.count_length);
+  let first = b * width + local * SCAN_ITEMS;
   var values = array<u32, SCAN_ITEMS>();
   var sum = 0u;
   for (var j = 0u; j < SCAN_ITEMS; j++) {
     let i = first + j;
-    if (i < params.count_length) { values[j] = counts[i]; }
+    if (i < end) { values[j] = counts[i]; }
     sum += values[j];
   }
   let scanned = workgroup_exclusive_scan(sum, local);
@@ -663,7 +724,7 @@ fn counts_apply(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) gr
   var running = block_sums[b] + scanned.x;
   for (var j = 0u; j < SCAN_ITEMS; j++) {
     let i = first + j;
-    if (i < params.count_length) { counts[i] = running; }
+    if (i < end) { counts[i] = running; }
     running += values[j];
   }
 }

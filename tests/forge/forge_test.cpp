@@ -324,10 +324,11 @@ TEST_F(ForgeCliTest, AWritePastTheOutputIsRejectedWithTheGuardsBytes) {
 // Issue 29's mutants, each accepted by certification while padding hid it, applied to the
 // generated WGSL of the default schedule and certified as a user's source: writes one past an
 // output or a scratch buffer (the guard after it changes), reads one past an input (the poison
-// after it changes the result), and a second pass of reduce_sum_f32 that skips partial sums. The
-// quick cases (what screens a tuning candidate) catch all but the last, whose second-pass case
-// (257 partial sums: 65537 elements) only the full certification has; on a smaller schedule
-// (64 invocations of 2 items: 8193 elements) the quick cases have it too.
+// after it changes the result), a second pass of reduce_sum_f32 that skips partial sums, and a
+// radix sort's counts spine that drops its carry from step to step. The quick cases (what screens
+// a tuning candidate) catch all but the first second-pass one, whose case (257 partial sums:
+// 65537 elements) only the full certification has; on a smaller schedule (64 invocations of 2
+// items: 8193 elements) the quick cases have it too.
 TEST(CertifyTest, SourcesThatStrayPastTheirBuffersOrSkipASecondLevelAreRejected) {
   struct Mutant {
     std::string kernel;
@@ -357,6 +358,13 @@ TEST(CertifyTest, SourcesThatStrayPastTheirBuffersOrSkipASecondLevelAreRejected)
       {"reduce_sum_f32", "workgroup_size=64,items_per_invocation=2",
        "i += WG) { acc += partials[i]; }", "i += WG + 1u) { acc += partials[i]; }",
        "case 'second-pass n=8193 heavy-last'"},
+      // The counts' spine without the carry between its steps: only the case that narrows the
+      // scan to 5 counts a step runs more than one (the schedule's full width would need
+      // 8388609 keys), with 4 tiles of the default schedule, or 2 of a wider one.
+      {"radix_sort_u32", "", "    carry += scanned.y;\n", "",
+       "case 'counts-spine n=2047 width=5 uniform'"},
+      {"radix_sort_pairs_u32", "digit_bits=8,keys_per_invocation=16,use_subgroups=1",
+       "    carry += scanned.y;\n", "", "case 'counts-spine n=4095 width=5 uniform'"},
   };
   gpu::Device& device = testing::shared_device();
   const std::uint64_t seed = testing::test_seed();

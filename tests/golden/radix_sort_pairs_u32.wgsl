@@ -3,7 +3,7 @@ fn linear_workgroup(id: vec3u, count: vec3u) -> u32 {
   return id.x + id.y * count.x;
 }
 
-struct Params { n: u32, tiles: u32, shift: u32, count_length: u32, count_blocks: u32 }
+struct Params { n: u32, tiles: u32, shift: u32, count_length: u32, count_blocks: u32, scan_width: u32 }
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> keys_in: array<u32>;
 @group(0) @binding(2) var<storage, read_write> keys_out: array<u32>;
@@ -43,11 +43,13 @@ fn digit(key: u32) -> u32 { return (key >> params.shift) & (DIGITS - 1u); }
 fn counts_reduce(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
                  @builtin(local_invocation_index) local: u32) {
   let b = linear_workgroup(group, groups);
-  let first = b * (WG * SCAN_ITEMS) + local * SCAN_ITEMS;
+  let width = params.scan_width;
+  let end = min(b * width + width, params.count_length);
+  let first = b * width + local * SCAN_ITEMS;
   var sum = 0u;
   for (var j = 0u; j < SCAN_ITEMS; j++) {
     let i = first + j;
-    if (i < params.count_length) { sum += counts[i]; }
+    if (i < end) { sum += counts[i]; }
   }
   let scanned = workgroup_exclusive_scan(sum, local);
   if (local == 0u && b < params.count_blocks) { block_sums[b] = scanned.y; }
@@ -57,19 +59,21 @@ fn counts_reduce(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) g
 fn counts_spine(@builtin(local_invocation_index) local: u32) {
   var carry = 0u;
   let blocks = params.count_blocks;
-  for (var start = 0u; start < blocks; start += WG * SCAN_ITEMS) {
+  let width = params.scan_width;
+  for (var start = 0u; start < blocks; start += width) {
+    let end = min(start + width, blocks);
     var values = array<u32, SCAN_ITEMS>();
     var sum = 0u;
     for (var j = 0u; j < SCAN_ITEMS; j++) {
       let i = start + local * SCAN_ITEMS + j;
-      if (i < blocks) { values[j] = block_sums[i]; }
+      if (i < end) { values[j] = block_sums[i]; }
       sum += values[j];
     }
     let scanned = workgroup_exclusive_scan(sum, local);
     var running = carry + scanned.x;
     for (var j = 0u; j < SCAN_ITEMS; j++) {
       let i = start + local * SCAN_ITEMS + j;
-      if (i < blocks) { block_sums[i] = running; }
+      if (i < end) { block_sums[i] = running; }
       running += values[j];
     }
     carry += scanned.y;
@@ -80,12 +84,14 @@ fn counts_spine(@builtin(local_invocation_index) local: u32) {
 fn counts_apply(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
                 @builtin(local_invocation_index) local: u32) {
   let b = linear_workgroup(group, groups);
-  let first = b * (WG * SCAN_ITEMS) + local * SCAN_ITEMS;
+  let width = params.scan_width;
+  let end = min(b * width + width, params.count_length);
+  let first = b * width + local * SCAN_ITEMS;
   var values = array<u32, SCAN_ITEMS>();
   var sum = 0u;
   for (var j = 0u; j < SCAN_ITEMS; j++) {
     let i = first + j;
-    if (i < params.count_length) { values[j] = counts[i]; }
+    if (i < end) { values[j] = counts[i]; }
     sum += values[j];
   }
   let scanned = workgroup_exclusive_scan(sum, local);
@@ -93,7 +99,7 @@ fn counts_apply(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) gr
   var running = block_sums[b] + scanned.x;
   for (var j = 0u; j < SCAN_ITEMS; j++) {
     let i = first + j;
-    if (i < params.count_length) { counts[i] = running; }
+    if (i < end) { counts[i] = running; }
     running += values[j];
   }
 }

@@ -631,5 +631,67 @@ TEST(KernelCatalogTest, ScheduleCasesGoJustPastEachSchedulesSecondLevel) {
   }
 }
 
+// The counts_spine pass's uniform words of the first round: n, tiles, shift, count_length,
+// count_blocks, scan_width.
+std::vector<std::uint32_t> spine_words(const KernelDefinition& kernel, const Schedule& schedule,
+                                       const kernels::Problem& problem) {
+  auto plan = kernel.plan(schedule, problem, large_adapter());
+  EXPECT_TRUE(plan.ok()) << plan.error().to_string();
+  if (!plan.ok()) return {};
+  for (const kernels::PassPlan& pass : plan->passes) {
+    if (pass.entry_point == "counts_spine") return pass.params;
+  }
+  return {};
+}
+
+// The five-pass radix sorts' second level, the spine's second step, comes at the full width only
+// past (workgroup_size * 4)^2 counts (8388609 keys for the default schedule): each five-pass
+// schedule's case narrows the counts' scan to 5 counts a block and 5 blocks a spine step and takes
+// at least two tiles and 2 * 5 + 1 blocks, so that the spine runs three steps or more, the last
+// partial, with a few thousand keys (at most 13 tiles). Every call keeps the full width. One sweep
+// has no spine, and no case.
+TEST(KernelCatalogTest, RadixSortCasesRunTheCountsSpineInSeveralSteps) {
+  for (const char* id : {"radix_sort_u32", "radix_sort_pairs_u32", "radix_sort_pairs_u64"}) {
+    const KernelDefinition& sort = *kernels::find_kernel(id).value();
+    for (const Schedule& schedule : sort.schedule_space(large_adapter())) {
+      SCOPED_TRACE(std::string(id) + " " + schedule.to_string());
+      const std::vector<kernels::CaseSpec> cases = sort.schedule_cases(schedule, large_adapter());
+      if (*schedule.get("one_sweep") == 1) {
+        EXPECT_TRUE(cases.empty());
+        continue;
+      }
+      ASSERT_EQ(cases.size(), 1u);
+      const std::uint64_t tile = static_cast<std::uint64_t>(*schedule.get("workgroup_size") *
+                                                            *schedule.get("keys_per_invocation"));
+      const std::uint64_t n = cases[0].problem.elements;
+      EXPECT_EQ(n % tile, tile - 1);
+      EXPECT_LE(n, 13 * tile);
+      const std::vector<std::uint32_t> words = spine_words(sort, schedule, cases[0].problem);
+      ASSERT_EQ(words.size(), 6u);
+      const std::uint32_t width = words[5];
+      EXPECT_EQ(width, 5u);
+      EXPECT_GE(words[1], 2u);             // tiles
+      EXPECT_GE(words[4], 2 * width + 1);  // blocks: three spine steps or more
+      EXPECT_NE(words[4] % width, 0u);     // the last step partial
+      EXPECT_EQ(words[4], (words[3] + width - 1) / width);
+      // A call of the same size scans at the full width, in one step.
+      kernels::Problem call = cases[0].problem;
+      call.counts_scan_width = 0;
+      const std::vector<std::uint32_t> full = spine_words(sort, schedule, call);
+      ASSERT_EQ(full.size(), 6u);
+      EXPECT_EQ(full[5], 4 * *schedule.get("workgroup_size"));
+      EXPECT_LE(full[4], full[5]);
+    }
+  }
+  // A width past what one workgroup takes is refused, naming the field and the limit.
+  const KernelDefinition& sort = *kernels::find_kernel("radix_sort_u32").value();
+  kernels::Problem problem;
+  problem.elements = 1000;
+  problem.counts_scan_width = 513;
+  EXPECT_EQ(sort.plan(sort.default_schedule(), problem, large_adapter()).error().message(),
+            "Problem counts_scan_width (513) exceeds the most counts one workgroup of the counts' "
+            "scan takes, workgroup_size * 4 (512).");
+}
+
 }  // namespace
 }  // namespace wgsl_forge
