@@ -42,6 +42,10 @@ void for_each_chunk(std::size_t count,
 // depends on `random` alone, however the chunks are spread over threads.
 std::vector<std::uint64_t> chunk_seeds(std::size_t count, std::mt19937_64& random);
 
+// Sorts ascending. Above a few ten thousand values, an LSD radix sort (four passes of 16 bits),
+// several times faster than std::sort at the millions of values an oracle sorts.
+void sort_u64(std::vector<std::uint64_t>& values);
+
 // Rounds up to a multiple of `multiple` (> 0).
 std::uint64_t round_up(std::uint64_t value, std::uint64_t multiple);
 std::uint64_t ceil_div(std::uint64_t value, std::uint64_t divisor);
