@@ -36,6 +36,16 @@ std::vector<std::uint64_t> chunk_seeds(std::size_t count, std::mt19937_64& rando
   return seeds;
 }
 
+void copy_bytes(void* to, const void* from, std::size_t bytes) {
+  // Chunks of kChunkElements 4-byte words.
+  for_each_chunk((bytes + 3) / 4, [&](std::size_t begin, std::size_t end, std::size_t) {
+    const std::size_t first = 4 * begin;
+    const std::size_t last = std::min(bytes, 4 * end);
+    std::memcpy(static_cast<std::byte*>(to) + first, static_cast<const std::byte*>(from) + first,
+                last - first);
+  });
+}
+
 void sort_u64(std::vector<std::uint64_t>& values) {
   constexpr std::size_t kRadixFrom = std::size_t{1} << 16;
   if (values.size() < kRadixFrom) {
