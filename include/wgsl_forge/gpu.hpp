@@ -263,10 +263,17 @@ struct TimingOptions {
   // on the H200: the SM clock sits at 345 MHz when idle and reaches 1980 MHz 0.2-0.4 s into
   // sustained work, and falls over 1-2 s after it; after 2 warm-up runs a copy of 1 GiB buffers
   // ran at 1.57 TB/s, after 1000 (about 0.5 s) at 4.25 TB/s. The warm-up lasts no longer than
-  // the GPU idled since the device's last timing ended, so timings back to back warm up once.
+  // the GPU idled since the device's last timing ended, so timings back to back warm up once;
+  // the warm-up runs and the calibration count towards it.
   // 0 turns this off.
   std::chrono::nanoseconds warmup_duration{std::chrono::milliseconds(500)};
   std::uint32_t samples = 15;
+  // With a value: fewer samples when `samples` of them would take longer than this on the GPU
+  // (as the calibration predicts), but never fewer than kMinBudgetedSamples. A tune sets it: a
+  // candidate whose one run lasts 100 ms (a 2^28-pair u64 sort on the H200) would otherwise spend
+  // 1.5 s per timing, and its finals three times that, with no change to who wins.
+  std::optional<std::chrono::nanoseconds> sampling_budget;
+  static constexpr std::uint32_t kMinBudgetedSamples = 5;
   // A sample covers enough back-to-back executions of the sequence to last at least this long,
   // so that it is far above the timer's resolution and the per-submission overhead.
   std::chrono::nanoseconds min_sample_duration{std::chrono::microseconds(200)};

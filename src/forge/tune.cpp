@@ -31,6 +31,9 @@ namespace {
 
 constexpr std::size_t kFinalists = 3;
 constexpr std::uint32_t kInterleavedRounds = 3;
+// GPU time a candidate's timing may take (gpu::TimingOptions::sampling_budget): a kernel whose
+// run lasts tens of milliseconds gets at least 5 samples a timing, 20 a finalist.
+constexpr std::chrono::milliseconds kSamplingBudget{250};
 
 class Tuner {
  public:
@@ -204,6 +207,7 @@ Status Tuner::prepare() {
            record.schedule, record.timing, failure);
   }
   gpu::TimingOptions timing = options_.timing;
+  if (!timing.sampling_budget) timing.sampling_budget = kSamplingBudget;
   if (device_.adapter().identity.device_type == "Cpu") {
     // A CPU adapter's timings are steady and slow; fewer samples tell the same.
     timing.warmup_runs = std::min<std::uint32_t>(timing.warmup_runs, 1);

@@ -585,8 +585,13 @@ Result<TimedRun> Device::time(std::span<const DispatchStep> steps, const TimingO
   std::vector<std::uint64_t> calibration;
   // How long one execution takes: one run tells when it is far above a sample's length (a batch
   // of one, then), otherwise the fastest of three, so that one slow run does not shrink batches.
-  auto calibrate = [&]() -> Result<std::uint64_t> {
-    WF_TRY_ASSIGN(calibration, measure(1, 1));
+  // `first`: a run measured already (the last warm-up run), which counts as the first.
+  auto calibrate = [&](std::optional<std::uint64_t> first) -> Result<std::uint64_t> {
+    if (first) {
+      calibration = {*first};
+    } else {
+      WF_TRY_ASSIGN(calibration, measure(1, 1));
+    }
     if (calibration.front() < 2 * target) {
       WF_TRY_ASSIGN(std::vector<std::uint64_t> more, measure(1, 2));
       calibration.insert(calibration.end(), more.begin(), more.end());
@@ -594,40 +599,57 @@ Result<TimedRun> Device::time(std::span<const DispatchStep> steps, const TimingO
     return std::max<std::uint64_t>(1, *std::min_element(calibration.begin(), calibration.end()));
   };
   const auto started = std::chrono::steady_clock::now();
+  // The last warm-up run, when it is not the first run, is measured and is the calibration's
+  // first run: a long kernel (100 ms a run) pays for one run less.
+  std::optional<std::uint64_t> last_warmup;
   for (std::uint32_t i = 0; i < options.warmup_runs; ++i) {
-    WF_TRY(run(steps));
+    if (i == 0 || i + 1 < options.warmup_runs) {
+      WF_TRY(run(steps));
+    } else {
+      WF_TRY_ASSIGN(std::vector<std::uint64_t> span, measure(1, 1));
+      last_warmup = span.front();
+    }
   }
-  WF_TRY_ASSIGN(std::uint64_t single, calibrate());
+  WF_TRY_ASSIGN(std::uint64_t single, calibrate(last_warmup));
   // A GPU's clocks fall while it idles and rise again under sustained work; they fall over a
   // second or two, so a GPU busy until a moment ago needs only as much warm-up as it idled (and
-  // the tuner's finalists, timed back to back, need none).
+  // the tuner's finalists, timed back to back, need none). The warm-up runs and the calibration
+  // were sustained work too, so they count.
   const auto idle = started - state_->last_sustained_work;
   const auto warm_for = std::min<std::chrono::nanoseconds>(
       options.warmup_duration, std::chrono::duration_cast<std::chrono::nanoseconds>(idle));
-  if (state_->info.identity.device_type != "Cpu" && warm_for.count() > 0) {
+  const auto warm_until = started + warm_for;
+  if (state_->info.identity.device_type != "Cpu" && std::chrono::steady_clock::now() < warm_until) {
     // Submissions of about 20 ms each keep the GPU busy until its clocks are up; then calibrate
     // again, at the clocks the samples will run at.
     const auto per_submission = static_cast<std::uint32_t>(
         std::clamp<std::uint64_t>(20'000'000 / single, 1, std::max(1u, options.max_batch)));
-    const auto warm_until = std::chrono::steady_clock::now() + warm_for;
     while (std::chrono::steady_clock::now() < warm_until) {
       WF_TRY(measure(per_submission, 1));
     }
-    WF_TRY_ASSIGN(single, calibrate());
+    WF_TRY_ASSIGN(single, calibrate(std::nullopt));
   }
   const auto batch = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(
       (target + single - 1) / single, 1, std::max(1u, options.max_batch)));
+  // As many samples as asked, or as fit the sampling budget at the calibrated span.
+  std::uint32_t samples = options.samples;
+  if (options.sampling_budget) {
+    const std::uint64_t span = single * batch;
+    const auto fitting = static_cast<std::uint64_t>(options.sampling_budget->count()) / span;
+    samples = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(
+        fitting, std::min(options.samples, TimingOptions::kMinBudgetedSamples), options.samples));
+  }
 
   const auto sampling_started = std::chrono::steady_clock::now();
   std::vector<std::uint64_t> spans;
   bool gave_up = false;
-  if (options.give_up_above_ns && options.samples > TimingOptions::kGiveUpSamples) {
+  if (options.give_up_above_ns && samples > TimingOptions::kGiveUpSamples) {
     WF_TRY_ASSIGN(spans, measure(batch, TimingOptions::kGiveUpSamples));
     gave_up = median_of(spans) / batch > *options.give_up_above_ns;
   }
   if (!gave_up) {
     WF_TRY_ASSIGN(std::vector<std::uint64_t> rest,
-                  measure(batch, options.samples - static_cast<std::uint32_t>(spans.size())));
+                  measure(batch, samples - static_cast<std::uint32_t>(spans.size())));
     spans.insert(spans.end(), rest.begin(), rest.end());
   }
   const auto sampled = std::chrono::steady_clock::now();

@@ -21,15 +21,17 @@
 // rows_per_invocation (rows per invocation in build and probe, workgroup_size apart),
 // table_factor, probing.
 //
-// Oracle: the join through a CPU hash map; the pairs compared as a multiset (both sides sorted),
-// the count exact, status[1] the build rows minus the distinct build keys and status[2] one of
-// the repeated keys. Bytes moved: 8 (build_n + n), the keys and payloads read; rate: probe keys.
+// Oracle: the join through a CPU hash table, probed on every core; the pairs compared as a multiset
+// (both sides sorted), the count exact, status[1] the build rows minus the distinct build keys and
+// status[2] one of the repeated keys. Bytes moved: 8 (build_n + n), the keys and payloads read;
+// rate: probe keys.
 
 #include <algorithm>
+#include <array>
 #include <bit>
+#include <cstring>
 #include <limits>
-#include <unordered_map>
-#include <unordered_set>
+#include <optional>
 
 #include "kernel_support.hpp"
 #include "util/try.hpp"
@@ -190,21 +192,59 @@ fn probe(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: v
 )";
 
 struct JoinSides {
-  std::vector<std::uint32_t> build_keys, build_payloads, probe_keys, probe_payloads;
+  std::vector<std::uint32_t> build_keys, build_payloads, probe_payloads;
 };
 
-// `count` distinct keys, none in `excluded`, drawn from `random`.
-std::vector<std::uint32_t> distinct_keys(std::size_t count, std::mt19937_64& random,
-                                         const std::unordered_set<std::uint32_t>& excluded = {}) {
-  std::unordered_set<std::uint32_t> seen;
-  std::vector<std::uint32_t> keys;
-  keys.reserve(count);
-  while (keys.size() < count) {
-    const auto key = static_cast<std::uint32_t>(random());
-    if (!excluded.contains(key) && seen.insert(key).second) keys.push_back(key);
+// A seeded permutation of the u32 values, leaving out 0 and 0xffffffff: the keys at distinct
+// indices are distinct, so a side of 2^20 unique keys needs no set of them, is drawn on every
+// core, and keys at indices past the build side's are absent from it. Each step of the
+// permutation (adding a constant, xor with the value shifted right by 16, multiplying by an odd
+// constant) is invertible, which finds the indices whose keys are left out.
+class KeyPermutation {
+ public:
+  explicit KeyPermutation(std::mt19937_64& random)
+      : offset_(static_cast<std::uint32_t>(random())),
+        first_(static_cast<std::uint32_t>(random()) | 1u),
+        second_(static_cast<std::uint32_t>(random()) | 1u),
+        skipped_{std::min(inverse(0u), inverse(kEmptyKey)),
+                 std::max(inverse(0u), inverse(kEmptyKey))} {}
+
+  // The key at `index` (below 2^32 - 2): never 0 nor 0xffffffff.
+  std::uint32_t key(std::uint64_t index) const {
+    for (std::uint32_t skipped : skipped_) {
+      if (index >= skipped) ++index;
+    }
+    return permute(static_cast<std::uint32_t>(index));
   }
-  return keys;
-}
+
+ private:
+  std::uint32_t permute(std::uint32_t x) const {
+    x += offset_;
+    x ^= x >> 16;
+    x *= first_;
+    x ^= x >> 16;
+    x *= second_;
+    return x ^ (x >> 16);
+  }
+  std::uint32_t inverse(std::uint32_t x) const {
+    x ^= x >> 16;
+    x *= inverse_of(second_);
+    x ^= x >> 16;
+    x *= inverse_of(first_);
+    x ^= x >> 16;
+    return x - offset_;
+  }
+  // The multiplicative inverse of an odd number modulo 2^32 (Newton's iteration: each step
+  // doubles the correct low bits, from 3).
+  static std::uint32_t inverse_of(std::uint32_t odd) {
+    std::uint32_t inverse = odd;
+    for (int step = 0; step < 4; ++step) inverse *= 2u - odd * inverse;
+    return inverse;
+  }
+
+  std::uint32_t offset_, first_, second_;
+  std::array<std::uint32_t, 2> skipped_;  // ascending
+};
 
 std::uint64_t table_capacity(std::uint64_t build_n, std::uint64_t factor) {
   return std::max<std::uint64_t>(2, std::bit_ceil(std::max<std::uint64_t>(1, build_n * factor)));
@@ -217,7 +257,7 @@ std::vector<std::uint64_t> sorted_pairs(const std::vector<std::uint32_t>& probe,
   for (std::size_t i = 0; i < pairs.size(); ++i) {
     pairs[i] = (std::uint64_t{probe[i]} << 32) | build[i];
   }
-  std::sort(pairs.begin(), pairs.end());
+  sort_u64(pairs);
   return pairs;
 }
 
@@ -230,6 +270,54 @@ std::vector<std::uint32_t> as_words(const std::vector<std::uint64_t>& pairs) {
   }
   return words;
 }
+
+// The oracle's build side: an open-addressing table (linear probing, at most half full) in flat
+// arrays, which a probe side of 2^24 rows looks up on every core; node-based maps were the
+// oracle's whole cost at that size.
+class BuildTable {
+ public:
+  BuildTable(const std::vector<std::uint32_t>& keys, const std::vector<std::uint32_t>& payloads)
+      : mask_(table_capacity(keys.size(), 2) - 1), keys_(mask_ + 1, kNoKey), payloads_(mask_ + 1) {
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      std::uint64_t slot = first_slot(keys[i]);
+      while (keys_[slot] != kNoKey && keys_[slot] != keys[i]) slot = (slot + 1) & mask_;
+      if (keys_[slot] == keys[i]) {
+        ++repeated_rows_;
+        repeated_keys_.push_back(keys[i]);
+        continue;
+      }
+      keys_[slot] = keys[i];
+      payloads_[slot] = payloads[i];
+    }
+    std::sort(repeated_keys_.begin(), repeated_keys_.end());
+  }
+
+  // The payload of the build row with `key`, the first one when it is repeated.
+  std::optional<std::uint32_t> find(std::uint32_t key) const {
+    for (std::uint64_t slot = first_slot(key); keys_[slot] != kNoKey; slot = (slot + 1) & mask_) {
+      if (keys_[slot] == key) return payloads_[slot];
+    }
+    return std::nullopt;
+  }
+  // Build rows whose key an earlier row had.
+  std::uint64_t repeated_rows() const { return repeated_rows_; }
+  bool repeated(std::uint32_t key) const {
+    return std::binary_search(repeated_keys_.begin(), repeated_keys_.end(), key);
+  }
+
+ private:
+  // Past every u32 key, so that any key, 0xffffffff too, can be stored.
+  static constexpr std::uint64_t kNoKey = std::uint64_t{1} << 32;
+  std::uint64_t first_slot(std::uint32_t key) const {
+    return ((key * 0x9e3779b97f4a7c15ull) >> 32) & mask_;
+  }
+
+  std::uint64_t mask_;
+  std::vector<std::uint64_t> keys_;
+  std::vector<std::uint32_t> payloads_;
+  std::uint64_t repeated_rows_ = 0;
+  std::vector<std::uint32_t> repeated_keys_;
+};
 
 class HashJoinU32 final : public KernelDefinition {
  public:
@@ -379,16 +467,20 @@ class HashJoinU32 final : public KernelDefinition {
     const std::size_t build_n = spec.problem.build_elements;
     const std::size_t n = spec.problem.elements;
     const std::string& profile = spec.value_profile;
+    const bool all_match = profile == "all-match";
+    const bool no_match = profile == "no-match";
+    const bool extreme_keys = profile == "extreme-keys";
+    const KeyPermutation permutation(random);
     JoinSides sides;
-    if (profile == "all-match") {
-      sides.build_keys.resize(build_n);
+    sides.build_keys.resize(build_n);
+    if (all_match) {
       for (std::size_t i = 0; i < build_n; ++i) sides.build_keys[i] = static_cast<std::uint32_t>(i);
       std::shuffle(sides.build_keys.begin(), sides.build_keys.end(), random);
-    } else if (profile == "no-match") {
-      sides.build_keys = distinct_keys(build_n, random);
     } else {
-      sides.build_keys = distinct_keys(build_n, random, {0u, kEmptyKey});
-      if (profile == "extreme-keys" && build_n >= 2) {
+      for_each_chunk(build_n, [&](std::size_t begin, std::size_t end, std::size_t) {
+        for (std::size_t i = begin; i < end; ++i) sides.build_keys[i] = permutation.key(i);
+      });
+      if (extreme_keys && build_n >= 2) {
         sides.build_keys[0] = 0;
         sides.build_keys[1] = kEmptyKey;
         std::shuffle(sides.build_keys.begin(), sides.build_keys.end(), random);
@@ -399,29 +491,42 @@ class HashJoinU32 final : public KernelDefinition {
         sides.build_keys[copy] = sides.build_keys[original];
       }
     }
-    const std::unordered_set<std::uint32_t> build_set(sides.build_keys.begin(),
-                                                      sides.build_keys.end());
     sides.build_payloads = random_u32(build_n, "uniform", random);
     sides.probe_payloads = random_u32(n, "uniform", random);
-    sides.probe_keys.resize(n);
-    const std::vector<std::uint32_t> absent =
-        distinct_keys(std::min<std::size_t>(n, 4096), random, build_set);
-    for (std::size_t i = 0; i < n; ++i) {
-      const bool from_build = !sides.build_keys.empty() &&
-                              (profile == "all-match" || (profile != "no-match" && random() % 2));
-      if (from_build) {
-        sides.probe_keys[i] = sides.build_keys[random() % build_n];
-      } else if (profile == "extreme-keys" && random() % 2) {
-        sides.probe_keys[i] = random() % 2 ? 0u : kEmptyKey;
-      } else {
-        sides.probe_keys[i] = absent[random() % absent.size()];
-      }
+    // Keys absent from the build side: past its dense keys, or past its indices in the
+    // permutation (never 0 nor 0xffffffff, which "extreme-keys" probes on purpose).
+    std::vector<std::uint32_t> absent(std::min<std::size_t>(n, 4096));
+    for (std::size_t j = 0; j < absent.size(); ++j) {
+      absent[j] =
+          all_match ? static_cast<std::uint32_t>(build_n + j) : permutation.key(build_n + j);
     }
+    // Drawn straight into the bytes that are uploaded: at 2^28 rows a vector copied into them
+    // cost a serial gigabyte allocation and copy.
+    std::vector<std::byte> probe_keys(4 * n);
+    const std::vector<std::uint64_t> seeds = chunk_seeds(n, random);
+    for_each_chunk(n, [&](std::size_t begin, std::size_t end, std::size_t chunk) {
+      std::mt19937_64 draw(seeds[chunk]);
+      for (std::size_t i = begin; i < end; ++i) {
+        // One draw a row: bit 0 picks the side, bits 1-2 the extreme keys, the high half which.
+        const std::uint64_t bits = draw();
+        const std::uint64_t which = bits >> 32;
+        const bool from_build = build_n != 0 && (all_match || (!no_match && (bits & 1) != 0));
+        std::uint32_t key = 0;
+        if (from_build) {
+          key = sides.build_keys[which % build_n];
+        } else if (extreme_keys && (bits & 2) != 0) {
+          key = (bits & 4) != 0 ? 0u : kEmptyKey;
+        } else {
+          key = absent[which % absent.size()];
+        }
+        std::memcpy(probe_keys.data() + 4 * i, &key, 4);
+      }
+    });
     CaseInputs inputs;
     inputs.problem = spec.problem;
     inputs.buffers["build_keys"] = to_bytes(sides.build_keys);
     inputs.buffers["build_payloads"] = to_bytes(sides.build_payloads);
-    inputs.buffers["probe_keys"] = to_bytes(sides.probe_keys);
+    inputs.buffers["probe_keys"] = std::move(probe_keys);
     inputs.buffers["probe_payloads"] = to_bytes(sides.probe_payloads);
     return inputs;
   }
@@ -437,45 +542,44 @@ class HashJoinU32 final : public KernelDefinition {
     const auto probe_payloads = from_bytes<std::uint32_t>(inputs.buffers.at("probe_payloads"), n);
     const auto status = from_bytes<std::uint32_t>(outputs.at("status"), 3);
 
-    std::unordered_map<std::uint32_t, std::uint32_t> table;
-    std::unordered_set<std::uint32_t> repeated;
-    std::uint64_t repeated_rows = 0;
-    for (std::size_t i = 0; i < build_n; ++i) {
-      if (!table.emplace(build_keys[i], build_payloads[i]).second) {
-        ++repeated_rows;
-        repeated.insert(build_keys[i]);
-      }
-    }
+    const BuildTable table(build_keys, build_payloads);
     CaseVerdict verdict;
-    if (status[1] != repeated_rows) {
+    if (status[1] != table.repeated_rows()) {
       verdict.failed_checks.push_back("status[1] (repeated build rows) is " +
                                       std::to_string(status[1]) + ", expected " +
-                                      std::to_string(repeated_rows));
+                                      std::to_string(table.repeated_rows()));
     }
-    if (repeated_rows != 0) {
+    if (table.repeated_rows() != 0) {
       // The pairs are unspecified; the error must name a repeated key.
-      if (!repeated.contains(status[2])) {
+      if (!table.repeated(status[2])) {
         verdict.failed_checks.push_back("status[2] (" + std::to_string(status[2]) +
                                         ") is not a repeated build key");
       }
       verdict.report.compared = 1;
       return verdict;
     }
-    std::vector<std::uint32_t> expected_probe, expected_build;
-    for (std::size_t j = 0; j < n; ++j) {
-      if (auto hit = table.find(probe_keys[j]); hit != table.end()) {
-        expected_probe.push_back(probe_payloads[j]);
-        expected_build.push_back(hit->second);
+    // The matches of each chunk of probe rows, found on every core, then joined in order.
+    std::vector<std::vector<std::uint64_t>> chunk_pairs((n + kChunkElements - 1) / kChunkElements);
+    for_each_chunk(n, [&](std::size_t begin, std::size_t end, std::size_t chunk) {
+      for (std::size_t j = begin; j < end; ++j) {
+        if (std::optional<std::uint32_t> payload = table.find(probe_keys[j])) {
+          chunk_pairs[chunk].push_back((std::uint64_t{probe_payloads[j]} << 32) | *payload);
+        }
       }
+    });
+    std::vector<std::uint64_t> expected;
+    for (const std::vector<std::uint64_t>& pairs : chunk_pairs) {
+      expected.insert(expected.end(), pairs.begin(), pairs.end());
     }
+    sort_u64(expected);
     const std::uint32_t count = status[0];
-    if (count != expected_probe.size()) {
+    if (count != expected.size()) {
       verdict.failed_checks.push_back("status[0] (pairs) is " + std::to_string(count) +
-                                      ", expected " + std::to_string(expected_probe.size()));
+                                      ", expected " + std::to_string(expected.size()));
     }
     const std::size_t got = std::min<std::size_t>(count, n);
     verdict.report = compare_exact(
-        as_words(sorted_pairs(expected_probe, expected_build)),
+        as_words(expected),
         as_words(sorted_pairs(from_bytes<std::uint32_t>(outputs.at("pairs_probe"), got),
                               from_bytes<std::uint32_t>(outputs.at("pairs_build"), got))));
     return verdict;

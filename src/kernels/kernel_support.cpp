@@ -4,6 +4,7 @@
 #include <bit>
 #include <limits>
 #include <thread>
+#include <utility>
 
 namespace wgsl_forge::kernels::support {
 
@@ -33,6 +34,34 @@ std::vector<std::uint64_t> chunk_seeds(std::size_t count, std::mt19937_64& rando
   std::vector<std::uint64_t> seeds((count + kChunkElements - 1) / kChunkElements);
   for (std::uint64_t& seed : seeds) seed = random();
   return seeds;
+}
+
+void copy_bytes(void* to, const void* from, std::size_t bytes) {
+  // Chunks of kChunkElements 4-byte words.
+  for_each_chunk((bytes + 3) / 4, [&](std::size_t begin, std::size_t end, std::size_t) {
+    const std::size_t first = 4 * begin;
+    const std::size_t last = std::min(bytes, 4 * end);
+    std::memcpy(static_cast<std::byte*>(to) + first, static_cast<const std::byte*>(from) + first,
+                last - first);
+  });
+}
+
+void sort_u64(std::vector<std::uint64_t>& values) {
+  constexpr std::size_t kRadixFrom = std::size_t{1} << 16;
+  if (values.size() < kRadixFrom) {
+    std::sort(values.begin(), values.end());
+    return;
+  }
+  std::vector<std::uint64_t> sorted(values.size());
+  std::vector<std::size_t> offsets(std::size_t{1} << 16);
+  for (unsigned shift = 0; shift < 64; shift += 16) {
+    std::fill(offsets.begin(), offsets.end(), 0);
+    for (std::uint64_t value : values) ++offsets[(value >> shift) & 0xffff];
+    std::size_t start = 0;
+    for (std::size_t& offset : offsets) start += std::exchange(offset, start);
+    for (std::uint64_t value : values) sorted[offsets[(value >> shift) & 0xffff]++] = value;
+    values.swap(sorted);
+  }
 }
 
 std::uint64_t round_up(std::uint64_t value, std::uint64_t multiple) {

@@ -1431,15 +1431,16 @@ namespace {
 
 // The oracle's order: the input positions sorted stably by key, by a least-significant-digit
 // radix sort of 8-bit digits (linear time; a comparison sort of tens of millions of indices
-// through their keys took seconds).
-std::vector<std::uint32_t> stable_order(const std::vector<std::uint32_t>& keys) {
+// through their keys took seconds). Keys are u32 or u64.
+template <typename Key>
+std::vector<std::uint32_t> stable_order(const std::vector<Key>& keys) {
   const std::size_t n = keys.size();
   std::vector<std::uint32_t> order(n);
   std::iota(order.begin(), order.end(), 0u);
   std::vector<std::uint32_t> next(n);
-  for (std::uint32_t shift = 0; shift < 32; shift += 8) {
+  for (std::uint32_t shift = 0; shift < 8 * sizeof(Key); shift += 8) {
     std::array<std::size_t, 257> starts{};
-    for (std::uint32_t key : keys) ++starts[((key >> shift) & 0xffu) + 1];
+    for (Key key : keys) ++starts[((key >> shift) & 0xffu) + 1];
     for (std::size_t digit = 1; digit < starts.size(); ++digit) starts[digit] += starts[digit - 1];
     for (std::uint32_t position : order)
       next[starts[(keys[position] >> shift) & 0xffu]++] = position;
@@ -1450,8 +1451,8 @@ std::vector<std::uint32_t> stable_order(const std::vector<std::uint32_t>& keys) 
 
 }  // namespace
 
-// radix_sort_pairs_u64's oracle: std::stable_sort of the positions by their u64 keys; exact,
-// with the same checks as the 32-bit sorts.
+// radix_sort_pairs_u64's oracle: the positions sorted stably by their u64 keys (stable_order);
+// exact, with the same checks as the 32-bit sorts.
 CaseVerdict check_wide_pairs(const CaseInputs& inputs,
                              const std::map<std::string, std::vector<std::byte>>& outputs) {
   const std::uint64_t n = inputs.problem.elements;
@@ -1462,11 +1463,9 @@ CaseVerdict check_wide_pairs(const CaseInputs& inputs,
   const auto key = [](const std::vector<std::uint32_t>& w, std::uint64_t i) {
     return std::uint64_t{w[2 * i + 1]} << 32 | w[2 * i];
   };
-  std::vector<std::uint32_t> order(n);
-  std::iota(order.begin(), order.end(), 0u);
-  std::stable_sort(order.begin(), order.end(), [&](std::uint32_t left, std::uint32_t right) {
-    return key(words, left) < key(words, right);
-  });
+  std::vector<std::uint64_t> keys(n);
+  for (std::uint64_t i = 0; i < n; ++i) keys[i] = key(words, i);
+  const std::vector<std::uint32_t> order = stable_order(keys);
   std::vector<std::uint32_t> expected(3 * n);  // the sorted words, then the values
   for (std::uint64_t i = 0; i < n; ++i) {
     expected[2 * i] = words[2 * order[i]];

@@ -302,6 +302,18 @@ TEST_F(RuntimeTest, TimingReturnsPlausiblePositiveSamples) {
   EXPECT_GT(timed->resolution_ns, 0u);
   EXPECT_GE(static_cast<double>(timed->executions_per_sample) * summary.median_ns, 0.5 * 200'000)
       << "a sample must cover the minimum sample duration";
+
+  // A sampling budget shorter than one sample leaves the fewest samples it allows; a long one,
+  // as many as asked for.
+  options.samples = 9;
+  options.sampling_budget = std::chrono::nanoseconds(1);
+  Result<gpu::TimedRun> budgeted = device.time(std::span(&step, 1), options);
+  ASSERT_TRUE(budgeted.ok()) << budgeted.error().to_string();
+  EXPECT_EQ(budgeted->summary.sample_count, gpu::TimingOptions::kMinBudgetedSamples);
+  options.sampling_budget = std::chrono::seconds(100);
+  budgeted = device.time(std::span(&step, 1), options);
+  ASSERT_TRUE(budgeted.ok()) << budgeted.error().to_string();
+  EXPECT_EQ(budgeted->summary.sample_count, 9u);
 }
 
 // Each feature the device reports is usable: a wrong feature number in our declarations would

@@ -9,12 +9,14 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <optional>
 #include <set>
 #include <stdexcept>
 
+#include "support/seeded_test.hpp"
 #include "support/temp_dir.hpp"
 #include "wgsl_forge/hash.hpp"
 #include "wgsl_forge/kernels.hpp"
@@ -691,6 +693,84 @@ TEST(KernelCatalogTest, RadixSortCasesRunTheCountsSpineInSeveralSteps) {
   EXPECT_EQ(sort.plan(sort.default_schedule(), problem, large_adapter()).error().message(),
             "Problem counts_scan_width (513) exceeds the most counts one workgroup of the counts' "
             "scan takes, workgroup_size * 4 (512).");
+}
+
+// hash_join_u32's inputs (drawn on every core through a key permutation, no set) keep each
+// profile's promise, the same seed draws the same inputs, and its oracle (a flat CPU table)
+// accepts the join and rejects one wrong pair. CPU only.
+class HashJoinInputsTest : public testing::SeededTest {
+ protected:
+  const KernelDefinition& kernel_ = *kernels::find_kernel("hash_join_u32").value();
+
+  kernels::CaseInputs draw(std::uint64_t build_n, std::uint64_t n, const std::string& profile,
+                           std::uint64_t seed) const {
+    kernels::Problem problem;
+    problem.elements = n;
+    problem.build_elements = build_n;
+    return kernel_.make_inputs({profile, problem, profile}, seed);
+  }
+  static std::vector<std::uint32_t> words(const std::vector<std::byte>& bytes) {
+    std::vector<std::uint32_t> values(bytes.size() / 4);
+    std::memcpy(values.data(), bytes.data(), bytes.size());
+    return values;
+  }
+};
+
+TEST_F(HashJoinInputsTest, ProfilesKeepTheirPromisesAndTheOracleRejectsAWrongPair) {
+  SCOPED_TRACE(trace());
+  constexpr std::uint64_t kBuild = 65537, kProbe = 300007;
+  const std::uint64_t seed = random_();
+  const kernels::CaseInputs half = draw(kBuild, kProbe, "half-match", seed);
+  EXPECT_EQ(half.buffers, draw(kBuild, kProbe, "half-match", seed).buffers);
+  EXPECT_NE(half.buffers, draw(kBuild, kProbe, "half-match", seed + 1).buffers);
+
+  const std::vector<std::uint32_t> build = words(half.buffers.at("build_keys"));
+  const std::vector<std::uint32_t> build_payloads = words(half.buffers.at("build_payloads"));
+  std::map<std::uint32_t, std::uint32_t> table;
+  for (std::size_t i = 0; i < build.size(); ++i) table.emplace(build[i], build_payloads[i]);
+  EXPECT_EQ(table.size(), kBuild) << "build keys must be unique";
+  EXPECT_FALSE(table.contains(0u) || table.contains(0xffffffffu));
+  const std::vector<std::uint32_t> probe = words(half.buffers.at("probe_keys"));
+  const std::vector<std::uint32_t> probe_payloads = words(half.buffers.at("probe_payloads"));
+  std::vector<std::uint32_t> pairs_probe, pairs_build;
+  for (std::size_t j = 0; j < probe.size(); ++j) {
+    if (auto hit = table.find(probe[j]); hit != table.end()) {
+      pairs_probe.push_back(probe_payloads[j]);
+      pairs_build.push_back(hit->second);
+    }
+  }
+  EXPECT_GT(pairs_probe.size(), kProbe * 45 / 100);
+  EXPECT_LT(pairs_probe.size(), kProbe * 55 / 100);
+
+  const kernels::CaseInputs none = draw(kBuild, kProbe, "no-match", random_());
+  const std::vector<std::uint32_t> none_build = words(none.buffers.at("build_keys"));
+  const std::set<std::uint32_t> none_set(none_build.begin(), none_build.end());
+  EXPECT_EQ(none_set.size(), kBuild);
+  for (std::uint32_t key : words(none.buffers.at("probe_keys"))) {
+    ASSERT_FALSE(none_set.contains(key)) << "no-match probes build key " << key;
+  }
+
+  // The oracle on the join in reverse order (the pairs are a multiset), then with one pair wrong.
+  std::reverse(pairs_probe.begin(), pairs_probe.end());
+  std::reverse(pairs_build.begin(), pairs_build.end());
+  auto outputs_of = [&](const std::vector<std::uint32_t>& build_side) {
+    std::map<std::string, std::vector<std::byte>> outputs;
+    const auto count = static_cast<std::uint32_t>(pairs_probe.size());
+    for (const auto& [name, values] :
+         {std::pair<std::string, std::vector<std::uint32_t>>{"pairs_probe", pairs_probe},
+          {"pairs_build", build_side},
+          {"status", {count, 0, 0}}}) {
+      std::vector<std::byte> bytes(4 * values.size());
+      std::memcpy(bytes.data(), values.data(), bytes.size());
+      outputs[name] = std::move(bytes);
+    }
+    return outputs;
+  };
+  const kernels::CaseVerdict right = kernel_.check(half, outputs_of(pairs_build));
+  EXPECT_TRUE(right.report.matches() && right.failed_checks.empty());
+  std::vector<std::uint32_t> wrong = pairs_build;
+  wrong[wrong.size() / 2] ^= 1u << (random_() % 32);
+  EXPECT_EQ(kernel_.check(half, outputs_of(wrong)).report.mismatch_count, 1u);
 }
 
 }  // namespace
