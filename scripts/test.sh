@@ -45,12 +45,15 @@ for stage in "${stages[@]}"; do
       # (compiling on lavapipe) also run in the ci stage only: the remote store's, the local
       # leases' and certification's code runs here in RemoteStoreTest, LocalLeasesTest and the
       # per-kernel catalog tests.
-      # The tests that never load Dawn run once, with leak checks, after the others. Two tests at
-      # a time: most of a test's time is one thread (Tint, lavapipe's LLVM compiling a pipeline,
-      # an instrumented oracle), and every test has its own directories, caches and ports.
+      # Two tests at a time: most of a test's time is one thread (Tint, lavapipe's LLVM compiling
+      # a pipeline, an instrumented oracle), and every test has its own directories, caches and
+      # ports. TunerFaultTest runs alone (its 150 ms watchdog must fire on the hanging candidate
+      # only), and the tests that never load Dawn run once, with leak checks, after the others.
       ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
         ctest --preset asan --timeout 1200 --parallel 2 \
-        -E "SixteenConcurrentTuners|AutoTuneAllTwice|capi_python|FleetTest|AdapterWorkersTest|StartingPointsAndASample|$no_gpu_tests"
+        -E "SixteenConcurrentTuners|AutoTuneAllTwice|capi_python|FleetTest|AdapterWorkersTest|StartingPointsAndASample|TunerFaultTest|$no_gpu_tests"
+      ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
+        ctest --preset asan --timeout 1200 -R "^TunerFaultTest\."
       ASAN_OPTIONS=detect_leaks=1 ctest --preset asan --timeout 600 -R "$no_gpu_tests"
       ;;
     tsan)
