@@ -43,8 +43,10 @@ class LeaseStore {
 // Every read-modify-write holds flock(2) on `<cache root>/leases/lock`, which the kernel drops
 // when its process dies, so a claim, a renewal or a release never races another; a lease is
 // written whole (a temporary file, flushed, renamed over). Expiry is wall-clock time, which the
-// processes of one host share. A lease file that is not a regular file or not three such lines
-// is an error naming it and what is wrong (remove it), never a crash or a wait.
+// processes of one host share; a lease whose holder's token names a process of this host that no
+// longer exists is free at once (a killed tune holds nothing up). A lease file that is not a
+// regular file or not three such lines is an error naming it and what is wrong (remove it), never a
+// crash or a wait.
 class LocalLeases final : public LeaseStore {
  public:
   explicit LocalLeases(const std::filesystem::path& cache_root);

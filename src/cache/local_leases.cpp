@@ -1,4 +1,5 @@
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -31,6 +32,24 @@ std::int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+// True when `token` (RemoteStore::unique_token: "<host>:<pid>:<random>") names a process of this
+// host that no longer exists: its lease is stale at once, not only when it expires, so that a
+// killed tune never holds up the next one on the same machine. A recycled pid looks alive, and a
+// token of another host or of another form is left to expire: both err on the side of waiting.
+bool holder_is_gone(std::string_view token) {
+  const std::size_t last = token.rfind(':');
+  if (last == std::string_view::npos || last == 0) return false;
+  const std::size_t before = token.rfind(':', last - 1);
+  if (before == std::string_view::npos) return false;
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0 || token.substr(0, before) != host) return false;
+  const std::string_view digits = token.substr(before + 1, last - before - 1);
+  pid_t pid = 0;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
+  if (error != std::errc() || end != digits.data() + digits.size() || pid <= 0) return false;
+  return ::kill(pid, 0) != 0 && errno == ESRCH;
 }
 
 Error io_error(const std::string& what, const fs::path& path, int error) {
@@ -189,7 +208,7 @@ Result<ClaimOutcome> LocalLeases::claim(std::string_view key, const std::string&
   WF_TRY_ASSIGN(std::unique_ptr<Descriptor> lock, lock_directory(directory_));
   const fs::path path = path_of(key);
   WF_TRY_ASSIGN(std::optional<Lease> held, read_lease(path));
-  if (held && held->token != token && held->expires_ms > now_ms()) {
+  if (held && held->token != token && held->expires_ms > now_ms() && !holder_is_gone(held->token)) {
     return ClaimOutcome::kHeldElsewhere;
   }
   WF_TRY(write_lease(path, Lease{token, now_ms() + duration.count()}));

@@ -14,6 +14,7 @@
 #include "support/temp_dir.hpp"
 #include "wgsl_forge/cache.hpp"
 #include "wgsl_forge/leases.hpp"
+#include "wgsl_forge/remote_store.hpp"
 
 namespace wgsl_forge {
 namespace {
@@ -97,6 +98,35 @@ TEST_F(LocalLeasesTest, AHolderKilledWithSigkillHoldsItsLeaseOnlyUntilItExpires)
   }
   ASSERT_TRUE(outcome.ok()) << outcome.error().to_string();
   EXPECT_EQ(*outcome, ClaimOutcome::kClaimed);
+}
+
+// A holder's token names its host and pid (RemoteStore::unique_token): once that process of this
+// host is gone, its lease is free at once, while it lives the lease holds.
+TEST_F(LocalLeasesTest, ALeaseOfAProcessOfThisHostThatIsGoneIsFreeAtOnce) {
+  SCOPED_TRACE(trace());
+  const std::string key = random_key();
+  const fs::path claimed_mark = temp_.path() / "claimed";
+  const pid_t doomed = ::fork();
+  if (doomed == 0) {
+    LocalLeases leases(temp_.path());
+    Result<ClaimOutcome> outcome = leases.claim(key, RemoteStore::unique_token(), 600s);
+    const bool claimed = outcome.ok() && *outcome == ClaimOutcome::kClaimed;
+    write_text(claimed_mark, claimed ? "yes" : "no");
+    ::pause();
+    ::_exit(0);
+  }
+  ASSERT_GT(doomed, 0);
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (!fs::exists(claimed_mark) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  LocalLeases leases(temp_.path());
+  const std::string heir = RemoteStore::unique_token();
+  EXPECT_EQ(leases.claim(key, heir, 60s).value(), ClaimOutcome::kHeldElsewhere);
+  ::kill(doomed, SIGKILL);
+  ::waitpid(doomed, nullptr, 0);
+  ASSERT_EQ(read_text(claimed_mark), "yes");
+  EXPECT_EQ(leases.claim(key, heir, 60s).value(), ClaimOutcome::kClaimed);
 }
 
 TEST_F(LocalLeasesTest, ALeaseFileThatIsNoLeaseIsAnErrorNamingIt) {
