@@ -927,8 +927,8 @@ void add_auto_tune_all(CLI::App& app, const GlobalOptions& options, std::functio
                 "replaced only by a certified schedule faster beyond noise");
   all->add_option("--lease", all_arguments->lease_seconds,
                   "Seconds a claim on a (kernel, size bucket) lasts unless renewed (on the remote "
-                  "store, else in the cache directory); a process that dies mid-tune holds its "
-                  "entry up this long (default 30)")
+                  "store, else in the cache directory); a node that dies mid-tune holds its entry "
+                  "up this long (a dead process of this host holds no local lease; default 30)")
       ->check(CLI::Range(0.2, 3600.0));
   all->add_option("--adapters", all_arguments->adapters,
                   "Run one worker process per adapter: 'all' or indices such as 0,2 (wgsl-forge "

@@ -123,9 +123,9 @@ TEST_F(AdapterWorkersTest, TwoWorkersOnOneAdapterTuneEachEntryOnce) {
   EXPECT_EQ(table.find("tuned"), std::string::npos) << table;
 }
 
-TEST_F(AdapterWorkersTest, ALeaseOfAWorkerKilledMidTuneIsTakenOverWhenItExpires) {
+TEST_F(AdapterWorkersTest, ALeaseOfAWorkerKilledMidTuneIsTakenOverAtOnce) {
   SCOPED_TRACE(trace());
-  pid_t doomed = start("doomed", small_tune("affine_f32") + " --json --lease 3");
+  pid_t doomed = start("doomed", small_tune("affine_f32") + " --json --lease 600");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (leases().empty() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -133,15 +133,13 @@ TEST_F(AdapterWorkersTest, ALeaseOfAWorkerKilledMidTuneIsTakenOverWhenItExpires)
   ASSERT_EQ(leases().size(), 1u) << errors("doomed");
   ::kill(doomed, SIGKILL);
   ::waitpid(doomed, nullptr, 0);
-  ASSERT_EQ(leases().size(), 1u);  // it outlives its holder, until it expires
+  ASSERT_EQ(leases().size(), 1u);  // its file outlives it; its holder's pid tells it is gone
 
-  ASSERT_EQ(run("heir", small_tune("affine_f32") + " --json --lease 3 --adapters 0"), 0)
+  // A lease of 10 minutes: the heir tunes at once, without waiting for it to expire.
+  ASSERT_EQ(run("heir", small_tune("affine_f32") + " --json --lease 600 --adapters 0"), 0)
       << errors("heir");
   const nlohmann::json row = nlohmann::json::parse(output("heir")).at("kernels").at(0);
   EXPECT_EQ(row.at("status"), "tuned") << row.dump();
-  EXPECT_NE(row.value("decision", "").find("after another process's lease ended"),
-            std::string::npos)
-      << row.dump();
   EXPECT_TRUE(leases().empty());
   EXPECT_TRUE(ManifestCache(cache()).verify().value().clean());
 }
