@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "support/seeded_test.hpp"
@@ -34,6 +35,30 @@ class LocalLeasesTest : public testing::SeededTest {
     return key;
   }
   std::string random_token(const std::string& who) { return who + ":" + std::to_string(random_()); }
+
+  // A child process that claims `key` for `duration` with `token` (none: its own
+  // RemoteStore::unique_token), writes to claimed_mark() whether it got it, and waits to be killed.
+  // Returns once the mark is written (or after 30 s).
+  pid_t fork_holder(const std::string& key, const std::optional<std::string>& token,
+                    std::chrono::milliseconds duration) {
+    const pid_t holder = ::fork();
+    if (holder == 0) {
+      LocalLeases leases(temp_.path());
+      Result<ClaimOutcome> outcome =
+          leases.claim(key, token.value_or(RemoteStore::unique_token()), duration);
+      const bool claimed = outcome.ok() && *outcome == ClaimOutcome::kClaimed;
+      write_text(claimed_mark(), claimed ? "yes" : "no");
+      ::pause();
+      ::_exit(0);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (holder > 0 && !fs::exists(claimed_mark()) &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(10ms);
+    }
+    return holder;
+  }
+  fs::path claimed_mark() const { return temp_.path() / "claimed"; }
 
   TempDir temp_;
 };
@@ -65,25 +90,11 @@ TEST_F(LocalLeasesTest, OneHolderAtATimeUntilReleasedOrExpired) {
 TEST_F(LocalLeasesTest, AHolderKilledWithSigkillHoldsItsLeaseOnlyUntilItExpires) {
   SCOPED_TRACE(trace());
   const std::string key = random_key();
-  const std::string doomed_token = random_token("doomed");
-  const fs::path claimed_mark = temp_.path() / "claimed";
-  const pid_t doomed = ::fork();
-  if (doomed == 0) {
-    LocalLeases leases(temp_.path());
-    Result<ClaimOutcome> outcome = leases.claim(key, doomed_token, 1500ms);
-    const bool claimed = outcome.ok() && *outcome == ClaimOutcome::kClaimed;
-    write_text(claimed_mark, claimed ? "yes" : "no");
-    ::pause();
-    ::_exit(0);
-  }
+  const pid_t doomed = fork_holder(key, random_token("doomed"), 1500ms);
   ASSERT_GT(doomed, 0);
-  const auto deadline = std::chrono::steady_clock::now() + 30s;
-  while (!fs::exists(claimed_mark) && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(10ms);
-  }
   ::kill(doomed, SIGKILL);
   ::waitpid(doomed, nullptr, 0);
-  ASSERT_EQ(read_text(claimed_mark), "yes");
+  ASSERT_EQ(read_text(claimed_mark()), "yes");
 
   LocalLeases leases(temp_.path());
   const std::string heir = random_token("heir");
@@ -105,27 +116,14 @@ TEST_F(LocalLeasesTest, AHolderKilledWithSigkillHoldsItsLeaseOnlyUntilItExpires)
 TEST_F(LocalLeasesTest, ALeaseOfAProcessOfThisHostThatIsGoneIsFreeAtOnce) {
   SCOPED_TRACE(trace());
   const std::string key = random_key();
-  const fs::path claimed_mark = temp_.path() / "claimed";
-  const pid_t doomed = ::fork();
-  if (doomed == 0) {
-    LocalLeases leases(temp_.path());
-    Result<ClaimOutcome> outcome = leases.claim(key, RemoteStore::unique_token(), 600s);
-    const bool claimed = outcome.ok() && *outcome == ClaimOutcome::kClaimed;
-    write_text(claimed_mark, claimed ? "yes" : "no");
-    ::pause();
-    ::_exit(0);
-  }
+  const pid_t doomed = fork_holder(key, std::nullopt, 600s);
   ASSERT_GT(doomed, 0);
-  const auto deadline = std::chrono::steady_clock::now() + 30s;
-  while (!fs::exists(claimed_mark) && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(10ms);
-  }
   LocalLeases leases(temp_.path());
   const std::string heir = RemoteStore::unique_token();
   EXPECT_EQ(leases.claim(key, heir, 60s).value(), ClaimOutcome::kHeldElsewhere);
   ::kill(doomed, SIGKILL);
   ::waitpid(doomed, nullptr, 0);
-  ASSERT_EQ(read_text(claimed_mark), "yes");
+  ASSERT_EQ(read_text(claimed_mark()), "yes");
   EXPECT_EQ(leases.claim(key, heir, 60s).value(), ClaimOutcome::kClaimed);
 }
 
