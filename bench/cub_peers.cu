@@ -1,14 +1,15 @@
 // The same operations as `wgsl-forge bench`, with CUB's device-wide primitives and cuBLAS on the
 // same GPU, at the same sizes (built with nvcc by scripts/gpu-machine/performance.sh):
 //
-//   cub_peers [--size N] [--gemm N] [--bins B] [--repeats R] [KERNEL...]
+//   cub_peers [--size N] [--gemm N] [--bins B] [--segment L] [--repeats R] [KERNEL...]
 //
 // Each operation runs 3 times unmeasured, then R times between CUDA events; the median is
 // reported. Temporary storage is allocated once per operation, outside the timed part, as a
 // database keeps it. Every result is then checked on the host (sorted and a permutation, the
 // exact count, sums within a bound, sampled elements), so a peer that did no work cannot report
 // a time. Prints JSON in bench/peers.py's shape:
-//   {"device", "cub", "size", "gemm", "bins", "kernels": {kernel_id: {"op", "median_ns"}}}
+//   {"device", "cub", "size", "gemm", "bins", "segment", "kernels": {kernel_id: {"op",
+//   "median_ns"}}}
 // Bytes and FLOPs are counted by wgsl-forge's rules (bench/compare.py), so rates compare.
 
 #include <cublas_v2.h>
@@ -143,6 +144,7 @@ struct Options {
   std::size_t size = std::size_t{1} << 28;
   int gemm = 4096;
   int bins = 256;
+  std::size_t segment = 256;  // segmented_reduce_sum_f32: size / segment even segments
   int repeats = 20;
   std::set<std::string> kernels;  // empty: all
 };
@@ -159,7 +161,8 @@ Options parse(int argc, char** argv) {
       return std::strtoull(argv[++i], nullptr, 10);
     };
     if (arg == "--help") {
-      std::printf("cub_peers [--size N] [--gemm N] [--bins B] [--repeats R] [KERNEL...]\n");
+      std::printf(
+          "cub_peers [--size N] [--gemm N] [--bins B] [--segment L] [--repeats R] [KERNEL...]\n");
       std::exit(0);
     } else if (arg == "--size") {
       options.size = value();
@@ -167,6 +170,8 @@ Options parse(int argc, char** argv) {
       options.gemm = static_cast<int>(value());
     } else if (arg == "--bins") {
       options.bins = static_cast<int>(value());
+    } else if (arg == "--segment") {
+      options.segment = std::max<std::size_t>(1, value());
     } else if (arg == "--repeats") {
       options.repeats = static_cast<int>(value());
     } else {
@@ -393,6 +398,70 @@ int main(int argc, char** argv) {
     }
   }
 
+  // u64 keys (random, all 64 bits) with u32 values: CUB sorts all 8 bytes, as the forge does.
+  if (wanted("radix_sort_pairs_u64")) {
+    std::vector<std::uint64_t> wide_host(n);
+    for (std::uint64_t& v : wide_host) v = random();
+    std::vector<std::uint32_t> positions(n);
+    for (std::size_t i = 0; i < n; ++i) positions[i] = static_cast<std::uint32_t>(i);
+    DeviceArray<std::uint64_t> wide(wide_host), wide_out(n);
+    DeviceArray<std::uint32_t> values(positions), values_out(n);
+    Scratch scratch;
+    auto call = [&] {
+      cub::DeviceRadixSort::SortPairs(scratch.data, scratch.bytes, wide.data, wide_out.data,
+                                      values.data, values_out.data, static_cast<int>(n));
+    };
+    call();
+    scratch.reserve();
+    results["radix_sort_pairs_u64"] = {"cub::DeviceRadixSort::SortPairs (u64, u32)",
+                                       median_ns(call, options.repeats)};
+    const std::vector<std::uint64_t> sorted = wide_out.download(n);
+    const std::vector<std::uint32_t> moved = values_out.download(n);
+    if (fingerprint(moved) != fingerprint(positions)) {
+      fail("radix_sort_pairs_u64", "the values are not a permutation of the input's");
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      if (wide_host[moved[i]] != sorted[i] || (i > 0 && sorted[i - 1] > sorted[i]) ||
+          (i > 0 && sorted[i - 1] == sorted[i] && moved[i - 1] > moved[i])) {
+        fail("radix_sort_pairs_u64", "element " + std::to_string(i));
+      }
+    }
+  }
+
+  // size / segment even segments of x, as `wgsl-forge bench --segment L` draws them; each sum
+  // within m 2^-24 sum|x| of the exact one (m = the segment's length).
+  if (wanted("segmented_reduce_sum_f32")) {
+    const std::size_t segments = n / options.segment;
+    std::vector<int> offsets_host(segments + 1);
+    for (std::size_t s = 0; s <= segments; ++s) {
+      offsets_host[s] = static_cast<int>(s * options.segment);
+    }
+    DeviceArray<int> offsets(offsets_host);
+    DeviceArray<float> sums(segments);
+    Scratch scratch;
+    auto call = [&] {
+      cub::DeviceSegmentedReduce::Sum(scratch.data, scratch.bytes, x.data, sums.data,
+                                      static_cast<int>(segments), offsets.data, offsets.data + 1);
+    };
+    call();
+    scratch.reserve();
+    results["segmented_reduce_sum_f32"] = {
+        "cub::DeviceSegmentedReduce::Sum, segments of " + std::to_string(options.segment),
+        median_ns(call, options.repeats)};
+    const std::vector<float> out = sums.download(segments);
+    for (std::size_t s = 0; s < segments; s += 1 + segments / 4099) {
+      double exact_sum = 0, magnitude_sum = 0;
+      for (std::size_t i = s * options.segment; i < (s + 1) * options.segment; ++i) {
+        exact_sum += x_host[i];
+        magnitude_sum += std::abs(x_host[i]);
+      }
+      const double allowed = static_cast<double>(options.segment) * std::ldexp(magnitude_sum, -24);
+      if (std::abs(out[s] - exact_sum) > allowed) {
+        fail("segmented_reduce_sum_f32", "segment " + std::to_string(s));
+      }
+    }
+  }
+
   if (wanted("gather_f32")) {
     std::vector<std::uint32_t> idx_host(n);
     for (std::uint32_t& v : idx_host) v = static_cast<std::uint32_t>(random() % n);
@@ -448,8 +517,9 @@ int main(int argc, char** argv) {
   std::printf("{\n  \"device\": \"%s\",\n  \"cub\": \"CCCL %d.%d.%d, CUDA runtime %d\",\n",
               properties.name, CCCL_MAJOR_VERSION, CCCL_MINOR_VERSION, CCCL_PATCH_VERSION,
               CUDART_VERSION);
-  std::printf("  \"size\": %zu,\n  \"gemm\": %d,\n  \"bins\": %d,\n  \"kernels\": {\n", n,
-              options.gemm, options.bins);
+  std::printf("  \"size\": %zu,\n  \"gemm\": %d,\n  \"bins\": %d,\n  \"segment\": %zu,\n", n,
+              options.gemm, options.bins, options.segment);
+  std::printf("  \"kernels\": {\n");
   std::size_t index = 0;
   for (const auto& [kernel, result] : results) {
     std::printf("    \"%s\": {\"op\": \"%s\", \"median_ns\": %.1f}%s\n", kernel.c_str(),
