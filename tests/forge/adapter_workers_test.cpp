@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "gpu/gpu_test_support.hpp"
+#include "support/child_process.hpp"
 #include "support/seeded_test.hpp"
 #include "support/temp_dir.hpp"
 #include "wgsl_forge/forge.hpp"
@@ -23,7 +24,9 @@ namespace wgsl_forge {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::finish_child;
 using testing::read_text;
+using testing::start_shell;
 using testing::TempDir;
 using testing::write_text;
 
@@ -32,33 +35,12 @@ class AdapterWorkersTest : public testing::SeededTest {
   fs::path cache() const { return temp_.path() / "cache"; }
   // `wgsl-forge --cache CACHE ARGUMENTS`, stdout and stderr to files named after `name`.
   pid_t start(const std::string& name, const std::string& arguments) {
-    const std::string command = "exec " + std::string(WGSL_FORGE_CLI_PATH) + " --cache " +
-                                cache().string() + " " + arguments + " > " +
-                                (temp_.path() / (name + ".out")).string() + " 2> " +
-                                (temp_.path() / (name + ".err")).string();
-    pid_t child = ::fork();
-    if (child == 0) {
-      ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    return child;
-  }
-  // Its exit code (one that overruns 300 s is killed: the test never hangs).
-  static int finish(pid_t child) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
-    while (std::chrono::steady_clock::now() < deadline) {
-      int status = 0;
-      if (::waitpid(child, &status, WNOHANG) == child) {
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    ::kill(child, SIGKILL);
-    ::waitpid(child, nullptr, 0);
-    return -1;
+    return start_shell("exec " + std::string(WGSL_FORGE_CLI_PATH) + " --cache " + cache().string() +
+                       " " + arguments + " > " + (temp_.path() / (name + ".out")).string() +
+                       " 2> " + (temp_.path() / (name + ".err")).string());
   }
   int run(const std::string& name, const std::string& arguments) {
-    return finish(start(name, arguments));
+    return finish_child(start(name, arguments));
   }
   std::string output(const std::string& name) const {
     return read_text(temp_.path() / (name + ".out"));

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "gpu/gpu_test_support.hpp"
+#include "support/child_process.hpp"
 #include "support/redis_server.hpp"
 #include "support/seeded_test.hpp"
 #include "support/temp_dir.hpp"
@@ -24,8 +25,10 @@ namespace wgsl_forge {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::finish_child;
 using testing::read_text;
 using testing::RedisServer;
+using testing::start_shell;
 using testing::TempDir;
 
 class FleetTest : public testing::SeededTest {
@@ -39,26 +42,7 @@ class FleetTest : public testing::SeededTest {
                                 kernels + " --sizes 2^16 --budget 1 --json --seed " +
                                 std::to_string(seed_) + " " + extra + " > " +
                                 (root.string() + ".json") + " 2> " + (root.string() + ".err");
-    pid_t child = ::fork();
-    if (child == 0) {
-      ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    return child;
-  }
-  // Its exit code (a node that overruns 300 s is killed: a test of a fleet never hangs).
-  static int finish(pid_t child) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
-    while (std::chrono::steady_clock::now() < deadline) {
-      int status = 0;
-      if (::waitpid(child, &status, WNOHANG) == child) {
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    ::kill(child, SIGKILL);
-    ::waitpid(child, nullptr, 0);
-    return -1;
+    return start_shell(command);
   }
   // kernel -> status of the node's rows.
   std::map<std::string, std::string> statuses(const std::string& name) const {
@@ -109,8 +93,8 @@ TEST_F(FleetTest, TwoNodesSplitTheWorkAndAThirdFindsEverythingCached) {
   const std::string kernels = "affine_f32 reduce_sum_u32";
   pid_t first = start_node("first", server.url(), kernels);
   pid_t second = start_node("second", server.url(), kernels);
-  ASSERT_EQ(finish(first), 0) << errors("first");
-  ASSERT_EQ(finish(second), 0) << errors("second");
+  ASSERT_EQ(finish_child(first), 0) << errors("first");
+  ASSERT_EQ(finish_child(second), 0) << errors("second");
 
   // Each (kernel, bucket) tuned exactly once in the fleet; the other node used that entry.
   const std::map<std::string, std::string> a = statuses("first");
@@ -130,7 +114,7 @@ TEST_F(FleetTest, TwoNodesSplitTheWorkAndAThirdFindsEverythingCached) {
 
   // A third node with an empty cache tunes nothing: everything comes from the remote, checked,
   // and its own cache then holds it.
-  ASSERT_EQ(finish(start_node("third", server.url(), kernels)), 0) << errors("third");
+  ASSERT_EQ(finish_child(start_node("third", server.url(), kernels)), 0) << errors("third");
   for (const auto& [kernel, status] : statuses("third")) EXPECT_EQ(status, "cached") << kernel;
   EXPECT_TRUE(ManifestCache(temp_.path() / "third").verify().value().clean());
   // A database's start-up on an empty cache with the remote behind it runs the tuned schedule.
@@ -154,7 +138,7 @@ TEST_F(FleetTest, ANodeKilledWhileHoldingALeaseIsTakenOverWhenTheLeaseEnds) {
   ASSERT_EQ(leases.size(), 1u);
   EXPECT_GT(server.pttl(leases.front()), 0);  // it outlives its node, until it expires
 
-  ASSERT_EQ(finish(start_node("heir", server.url(), "affine_f32", "--lease 3")), 0)
+  ASSERT_EQ(finish_child(start_node("heir", server.url(), "affine_f32", "--lease 3")), 0)
       << errors("heir");
   const nlohmann::json row = row_of("heir", "affine_f32");
   EXPECT_EQ(row.at("status"), "tuned");
@@ -175,8 +159,8 @@ TEST_F(FleetTest, ARemoteStoppedMidRunLeavesEveryNodeWorkingLocally) {
   pid_t second = start_node("second", server.url(), kernels);
   ASSERT_TRUE(lease_appears(server));
   server.kill();
-  ASSERT_EQ(finish(first), 0) << errors("first");
-  ASSERT_EQ(finish(second), 0) << errors("second");
+  ASSERT_EQ(finish_child(first), 0) << errors("first");
+  ASSERT_EQ(finish_child(second), 0) << errors("second");
   for (const std::string node : {"first", "second"}) {
     SCOPED_TRACE(node + ": " + errors(node));
     // One warning each, then local work: every entry is in the node's own cache, whole.
