@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <span>
@@ -142,6 +143,36 @@ class RunEstimate {
   std::size_t planned_ = 0;
 };
 
+// A tune's timing inputs (the problem it times every candidate at, up to gigabytes), drawn on a
+// thread of their own before the tune needs them: auto_tune_all draws the next entry's while the
+// GPU times and certifies this one's candidates, so that drawing them costs no wall time of its
+// own. tune() takes them when they are of its kernel and problem (TuneOptions::timing_inputs),
+// else it draws its own.
+class TimingInputs {
+ public:
+  // Starts drawing what tune() would draw for `kernel` at `problem` from `seed` (the value
+  // profile of the kernel's first certification case), once `after` (when given) is drawn: each
+  // drawing takes every core, and the earlier one is needed first.
+  static std::shared_ptr<TimingInputs> draw_ahead(const kernels::KernelDefinition& kernel,
+                                                  const kernels::Problem& problem,
+                                                  std::uint64_t seed,
+                                                  const TimingInputs* after = nullptr);
+  // Draws them on this thread.
+  static kernels::CaseInputs draw(const kernels::KernelDefinition& kernel,
+                                  const kernels::Problem& problem, std::uint64_t seed);
+  // Whether these are `kernel`'s inputs at `problem` and not yet taken.
+  bool fits(const kernels::KernelDefinition& kernel, const kernels::Problem& problem) const;
+  // Waits until they are drawn and hands them over (once; an exception of the drawing is
+  // rethrown here, as it would have been by drawing them on this thread).
+  kernels::CaseInputs take();
+
+ private:
+  std::string kernel_id_;
+  std::string problem_;
+  std::future<kernels::CaseInputs> drawn_;
+  std::shared_future<void> finished_;  // ready once drawn_ is (also after it is taken)
+};
+
 struct TuneOptions {
   // The most candidates one kernel may time (the default schedule is always one of them).
   std::uint32_t budget = 12;
@@ -177,6 +208,10 @@ struct TuneOptions {
   // stored winner that fails in this search (it no longer certifies or runs here) competes no
   // more, and its failure is recorded like any candidate's.
   std::optional<Schedule> incumbent;
+  // The timing problem's inputs, drawn ahead (see TimingInputs); null or not fitting: the tune
+  // draws its own. A tune draws the same seeds from `seed` either way, so the candidates'
+  // certification seeds do not depend on whether the inputs were drawn ahead.
+  std::shared_ptr<TimingInputs> timing_inputs;
 };
 
 struct TuneOutcome {

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -212,6 +213,13 @@ struct ComputePipelineRequest {
   std::string_view error_context;
 };
 
+// Bytes of a buffer to read (Device::read_regions): offset and size are multiples of 4.
+struct BufferRegion {
+  const Buffer* buffer = nullptr;
+  std::uint64_t offset = 0;
+  std::uint64_t size = 0;
+};
+
 struct BufferBinding {
   std::uint32_t binding = 0;
   const Buffer* buffer = nullptr;
@@ -320,12 +328,22 @@ class Device {
 
   // Storage buffers can be copied to and from; uniform buffers can be written.
   Result<Buffer> create_buffer(std::uint64_t size, BufferUsage usage, std::string_view label);
+  // A storage buffer holding `contents` (zero-padded to whole words), created mapped and filled
+  // on every core before it is unmapped: for inputs of up to gigabytes (a tune's), which
+  // write_buffer copies on one thread into a staging buffer first.
+  Result<Buffer> create_buffer_with_contents(std::span<const std::byte> contents,
+                                             std::string_view label);
   // A program's own WGPUBuffer of this device, for binding to kernels: it needs Storage usage
   // (and CopySrc/CopyDst for read_buffer/write_buffer). An error names `label` and the usage.
   Result<Buffer> wrap_buffer(void* wgpu_buffer, std::string_view label);
   Status write_buffer(const Buffer& buffer, std::uint64_t offset, std::span<const std::byte> bytes);
   Result<std::vector<std::byte>> read_buffer(const Buffer& buffer, std::uint64_t offset,
                                              std::uint64_t size);
+  // Reads every region in one submission and one mapping (one wait for the GPU, however many
+  // regions), calling `visit(i, bytes)` for region i, in order, while its bytes are mapped: they
+  // are valid during that call only, so a caller that only compares them copies nothing.
+  Status read_regions(std::span<const BufferRegion> regions,
+                      const std::function<void(std::size_t, std::span<const std::byte>)>& visit);
 
   // Compiles `wgsl` and builds a compute pipeline whose bind group 0 has `bindings`. A WGSL
   // error gives "label:line:column: message" for every error the compiler reports.
@@ -381,6 +399,8 @@ class Device {
 
  private:
   explicit Device(std::shared_ptr<DeviceState> state);
+  // An error when `allocated` bytes exceed maxBufferSize.
+  Status check_buffer_size(std::uint64_t allocated) const;
   std::shared_ptr<DeviceState> state_;
 };
 

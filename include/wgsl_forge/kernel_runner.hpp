@@ -95,6 +95,28 @@ struct GuardedOutputs {
   std::vector<std::string> violations;
 };
 
+class PreparedKernel;
+
+// One case of a certification bound between its guards with its inputs loaded
+// (PreparedKernel::bind_guarded), to be run once or several times: each run poisons the outputs
+// and scratch buffers and their guards again, so that every run starts from the same bytes; the
+// inputs, bound read-only, are written once.
+class GuardedCase {
+ public:
+  // Runs the case: outputs and scratch poisoned, all passes, then the outputs and every guard
+  // read back in one mapping.
+  Result<GuardedOutputs> run();
+
+ private:
+  friend class PreparedKernel;
+  GuardedCase() = default;
+  PreparedKernel* prepared_ = nullptr;
+  std::unique_ptr<BoundPlan> bound_;
+  CaseGuards guards_;
+  // 0xDEADBEEF words, as long as the largest output or scratch buffer.
+  std::vector<std::byte> poison_;
+};
+
 // One kernel for PreparedKernel::prepare_all: its definition and its WGSL (the generated
 // kernel's or a user's own), both valid during the call.
 struct KernelToPrepare {
@@ -146,6 +168,10 @@ class PreparedKernel {
   // them, also bound. After the run every guard is compared byte for byte: a changed one is a
   // violation naming the kernel, the buffer, the offset and the bytes found.
   Result<GuardedOutputs> run_guarded(const kernels::CaseInputs& inputs, const CaseGuards& guards);
+  // run_guarded's allocations bound and its inputs loaded, for runs of the case that each start
+  // from the same bytes (certification runs a winner's cases twice).
+  Result<std::unique_ptr<GuardedCase>> bind_guarded(const kernels::CaseInputs& inputs,
+                                                    const CaseGuards& guards);
 
  private:
   // bind, with the library's buffers between guards of `guard` bytes (0: none).
@@ -156,11 +182,16 @@ class PreparedKernel {
   Status bind_passes(BoundPlan& bound);
   // The plan's output buffers as they are now.
   Result<BufferContents> read_outputs(const BoundPlan& bound);
-  // run_guarded's allocations filled: guards, poisoned outputs, inputs and their poison.
-  Status load_guarded(const BoundPlan& bound, const BufferContents& inputs,
-                      const CaseGuards& guards);
-  // run_guarded's guards compared with what load_guarded wrote: one violation per changed guard.
-  Result<std::vector<std::string>> check_guards(const BoundPlan& bound, const CaseGuards& guards);
+  friend class GuardedCase;
+  // run_guarded's input allocations filled: guards, inputs and their poison.
+  Status load_guarded_inputs(const BoundPlan& bound, const BufferContents& inputs,
+                             const CaseGuards& guards);
+  // run_guarded's output and scratch allocations filled: guards and `poison`.
+  Status poison_guarded(const BoundPlan& bound, const CaseGuards& guards,
+                        std::span<const std::byte> poison);
+  // The outputs of a guarded run, and its guards compared with what poison_guarded wrote (one
+  // violation per changed guard), from one read-back.
+  Result<GuardedOutputs> read_guarded(const BoundPlan& bound, const CaseGuards& guards);
 
   gpu::Device* device_ = nullptr;
   const kernels::KernelDefinition* kernel_ = nullptr;

@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
+#include <random>
 #include <stdexcept>
 #include <thread>
 
@@ -385,12 +386,39 @@ std::vector<AutoTuneRow> auto_tune_all(gpu::Device& device, const ManifestCache&
   std::vector<std::size_t> pending(work.size());
   for (std::size_t i = 0; i < work.size(); ++i) pending[i] = i;
   std::size_t looked_at = 0;
+  // The timing inputs of the next entry to tune, drawn while this one is tuned, and whose they
+  // are. Their seeds come from the tune's seed, so a seeded run draws the same inputs.
+  std::shared_ptr<TimingInputs> ahead;
+  std::size_t ahead_for = work.size();
+  std::mt19937_64 ahead_seeds(options.tune.seed != 0 ? options.tune.seed : std::random_device{}());
+  auto problem_of = [&](std::size_t i) {
+    return options.tune.problem.value_or(work[i].second.problem);
+  };
+  auto draw = [&](std::size_t j, const TimingInputs* after) -> std::shared_ptr<TimingInputs> {
+    const kernels::KernelDefinition& kernel = *work[j].first;
+    // One that does not fit is left to tune(), which says why.
+    if (!check_problem_fits(device, kernel, problem_of(j))) return nullptr;
+    return TimingInputs::draw_ahead(kernel, problem_of(j), ahead_seeds(), after);
+  };
+  // Starts drawing the inputs of the first of `candidates` that would be tuned, after `after`.
+  auto draw_next = [&](std::span<const std::size_t> candidates, const TimingInputs* after) {
+    for (std::size_t j : candidates) {
+      const auto& [kernel, bucket] = work[j];
+      if (!would_tune(device, cache, *kernel, bucket, waited[j] ? after_waiting : options)) {
+        continue;
+      }
+      ahead = draw(j, after);
+      ahead_for = j;
+      return;
+    }
+  };
   while (!pending.empty() && !device.lost_reason()) {
     std::vector<std::size_t> held_elsewhere;
-    for (std::size_t i : pending) {
+    for (std::size_t k = 0; k < pending.size(); ++k) {
+      const std::size_t i = pending[k];
       if (device.lost_reason()) break;
       const auto& [kernel, bucket] = work[i];
-      const AutoTuneOptions& these_options = waited[i] ? after_waiting : options;
+      AutoTuneOptions these_options = waited[i] ? after_waiting : options;
       std::optional<EntryLease> lease;
       if (would_tune(device, cache, *kernel, bucket, these_options)) {
         const std::string key = entry_key(device, *kernel, bucket);
@@ -420,6 +448,15 @@ std::vector<AutoTuneRow> auto_tune_all(gpu::Device& device, const ManifestCache&
         lease.emplace(*store, key, token, options.lease_duration);
       }
       if (options.on_kernel) options.on_kernel(looked_at++, work.size(), std::string(kernel->id()));
+      if (lease) {
+        // This entry's inputs (drawn while the last one was tuned, else now), then the next's,
+        // drawn once these are.
+        std::shared_ptr<TimingInputs> inputs = ahead_for == i ? std::move(ahead) : draw(i, nullptr);
+        ahead.reset();
+        ahead_for = work.size();
+        draw_next(std::span(pending).subspan(k + 1), inputs.get());
+        these_options.tune.timing_inputs = std::move(inputs);
+      }
       AutoTuneRow row = tune_and_store(device, cache, *kernel, bucket, these_options);
       if (waited[i] && row.status == AutoTuneRow::Status::kCached) {
         row.status = AutoTuneRow::Status::kTunedElsewhere;

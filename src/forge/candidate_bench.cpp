@@ -1,6 +1,7 @@
 #include "candidate_bench.hpp"
 
 #include <algorithm>
+#include <future>
 
 #include "phase_timer.hpp"
 #include "util/try.hpp"
@@ -108,29 +109,64 @@ Result<CandidateRecord::Failure> CandidateBench::failure_of(const Schedule& sche
   return CandidateRecord::Failure{stage, error.to_string()};
 }
 
+std::shared_ptr<TimingInputs> TimingInputs::draw_ahead(const kernels::KernelDefinition& kernel,
+                                                       const kernels::Problem& problem,
+                                                       std::uint64_t seed,
+                                                       const TimingInputs* after) {
+  auto ahead = std::make_shared<TimingInputs>();
+  ahead->kernel_id_ = std::string(kernel.id());
+  ahead->problem_ = problem.to_string();
+  auto finished = std::make_shared<std::promise<void>>();
+  ahead->finished_ = finished->get_future().share();
+  std::shared_future<void> earlier =
+      after != nullptr ? after->finished_ : std::shared_future<void>();
+  ahead->drawn_ = std::async(std::launch::async, [&kernel, problem, seed, finished, earlier] {
+    if (earlier.valid()) earlier.wait();
+    // Set however the drawing ends, so that a drawing chained after this one never waits for
+    // ever.
+    struct Finish {
+      std::promise<void>& promise;
+      ~Finish() { promise.set_value(); }
+    } finish{*finished};
+    return draw(kernel, problem, seed);
+  });
+  return ahead;
+}
+
+kernels::CaseInputs TimingInputs::draw(const kernels::KernelDefinition& kernel,
+                                       const kernels::Problem& problem, std::uint64_t seed) {
+  const std::vector<kernels::CaseSpec> specs = kernel.certification_cases();
+  return kernel.make_inputs({"tuning " + problem.to_string(), problem, specs.front().value_profile},
+                            seed);
+}
+
+bool TimingInputs::fits(const kernels::KernelDefinition& kernel,
+                        const kernels::Problem& problem) const {
+  return drawn_.valid() && kernel_id_ == kernel.id() && problem_ == problem.to_string();
+}
+
+kernels::CaseInputs TimingInputs::take() { return drawn_.get(); }
+
 Status CandidateBench::prepare(const kernels::Problem& problem, const gpu::TimingOptions& timing,
-                               std::uint64_t seed) {
+                               std::uint64_t seed, TimingInputs* ahead) {
   problem_ = problem;
   timing_ = timing;
-  const std::vector<kernels::CaseSpec> specs = kernel_.certification_cases();
   BufferContents inputs;
   {
     PhaseTimer drawing(&breakdown_.inputs);
-    inputs = kernel_
-                 .make_inputs(
-                     {"tuning " + problem.to_string(), problem, specs.front().value_profile}, seed)
-                 .buffers;
+    inputs = ahead != nullptr && ahead->fits(kernel_, problem)
+                 ? ahead->take().buffers
+                 : TimingInputs::draw(kernel_, problem, seed).buffers;
   }
   PhaseTimer uploading(&breakdown_.upload);
   for (auto& [name, bytes] : inputs) {
-    // Buffers are whole 4-byte words; the plan's own buffers zero-pad past the contents.
-    std::vector<std::byte> words = std::move(bytes);
-    words.resize((std::max<std::size_t>(words.size(), 4) + 3) / 4 * 4, std::byte{0});
+    // Zero-padded to whole words; the plan's own buffers zero-pad past the contents.
     WF_TRY_ASSIGN(gpu::Buffer buffer,
-                  device_.create_buffer(words.size(), gpu::BufferUsage::kStorage,
-                                        std::string(kernel_.id()) + " tuning input " + name));
-    WF_TRY(device_.write_buffer(buffer, 0, words));
+                  device_.create_buffer_with_contents(
+                      bytes, std::string(kernel_.id()) + " tuning input " + name));
     uploaded_.emplace(name, std::move(buffer));
+    // Gone as soon as it is on the GPU: the next kernel's inputs are drawn meanwhile.
+    std::vector<std::byte>().swap(bytes);
   }
   return Ok{};
 }

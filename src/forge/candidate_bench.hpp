@@ -41,9 +41,10 @@ class CandidateBench {
   CandidateBench(const CandidateBench&) = delete;
   CandidateBench& operator=(const CandidateBench&) = delete;
 
-  // Draws the problem's inputs with `seed` and uploads them once.
+  // Draws the problem's inputs with `seed`, or takes those drawn ahead when they fit (only the
+  // wait for them counts as the inputs' time), and uploads them once.
   Status prepare(const kernels::Problem& problem, const gpu::TimingOptions& timing,
-                 std::uint64_t seed);
+                 std::uint64_t seed, TimingInputs* ahead);
 
   // Compiles `schedule` and runs its quick certification cases (drawn from `seed`). nullopt when
   // it passed (its pipelines are kept for timing), else why it failed. An error only when tuning

@@ -394,70 +394,124 @@ Result<BufferContents> PreparedKernel::run(const kernels::CaseInputs& inputs) {
 
 Result<GuardedOutputs> PreparedKernel::run_guarded(const kernels::CaseInputs& inputs,
                                                    const CaseGuards& guards) {
+  WF_TRY_ASSIGN(std::unique_ptr<GuardedCase> bound, bind_guarded(inputs, guards));
+  return bound->run();
+}
+
+Result<std::unique_ptr<GuardedCase>> PreparedKernel::bind_guarded(const kernels::CaseInputs& inputs,
+                                                                  const CaseGuards& guards) {
   // A whole multiple of the offset alignment, so that the binding after the first guard is legal.
   const std::uint64_t guard =
       std::max<std::uint64_t>(256, device_->adapter().limits.min_storage_buffer_offset_alignment);
-  WF_TRY_ASSIGN(std::unique_ptr<BoundPlan> bound, bind_plan(inputs.problem, {}, nullptr, guard));
-  WF_TRY(load_guarded(*bound, inputs.buffers, guards));
-  WF_TRY(execute(*bound));
-  WF_TRY_ASSIGN(BufferContents outputs, read_outputs(*bound));
-  WF_TRY_ASSIGN(std::vector<std::string> violations, check_guards(*bound, guards));
-  return GuardedOutputs{std::move(outputs), std::move(violations)};
+  std::unique_ptr<GuardedCase> bound(new GuardedCase());
+  bound->prepared_ = this;
+  bound->guards_ = guards;
+  WF_TRY_ASSIGN(bound->bound_, bind_plan(inputs.problem, {}, nullptr, guard));
+  WF_TRY(load_guarded_inputs(*bound->bound_, inputs.buffers, guards));
+  std::uint64_t poisoned = 0;
+  for (const kernels::BufferPlan& buffer : bound->bound_->plan_.buffers) {
+    if (buffer.role != kernels::BufferRole::kInput) poisoned = std::max(poisoned, buffer.bytes);
+  }
+  bound->poison_ = poison_bytes(poisoned);
+  return bound;
 }
 
-Status PreparedKernel::load_guarded(const BoundPlan& bound, const BufferContents& inputs,
-                                    const CaseGuards& guards) {
+Result<GuardedOutputs> GuardedCase::run() {
+  WF_TRY(prepared_->poison_guarded(*bound_, guards_, poison_));
+  WF_TRY(prepared_->execute(*bound_));
+  return prepared_->read_guarded(*bound_, guards_);
+}
+
+// Each part is written where it lies, without joining them in host memory first: a certification
+// case's buffers reach hundreds of megabytes. Buffer sizes and guards are whole words (a storage
+// binding's size is a multiple of 4), so every part starts at a word.
+Status PreparedKernel::load_guarded_inputs(const BoundPlan& bound, const BufferContents& inputs,
+                                           const CaseGuards& guards) {
   const std::string context = "loading the guarded inputs of " + generated_.kernel_id;
   for (std::size_t index = 0; index < bound.plan_.buffers.size(); ++index) {
     const kernels::BufferPlan& buffer = bound.plan_.buffers[index];
+    if (buffer.role != kernels::BufferRole::kInput) continue;
+    const gpu::Buffer& target = bound.buffer(buffer.name);
     const std::uint64_t guard = bound.guarded_.at(buffer.name).guard;
-    const std::vector<std::byte> pattern = guard_pattern(guards, index, guard);
-    std::vector<std::byte> contents(guard + buffer.bytes + guard);
-    std::memcpy(contents.data(), pattern.data(), guard);
-    if (buffer.role != kernels::BufferRole::kInput) {
-      const std::vector<std::byte> poisoned = poison_bytes(buffer.bytes);
-      std::memcpy(contents.data() + guard, poisoned.data(), buffer.bytes);
-      std::memcpy(contents.data() + guard + buffer.bytes, pattern.data(), guard);
-    } else {
-      WF_TRY_ASSIGN_CONTEXT(const std::vector<std::byte>* given,
-                            input_contents(generated_.kernel_id, buffer, inputs), context);
-      if (!given->empty()) std::memcpy(contents.data() + guard, given->data(), given->size());
-      // From the end of the contents: the plan's padding is no more the kernel's to read.
-      const std::uint64_t from = guard + (given->size() + 3) / 4 * 4;
-      WF_TRY_ASSIGN_CONTEXT(kernels::BufferSpec spec, kernel_->find_buffer(buffer.name), context);
-      const std::vector<std::uint32_t> poison =
-          input_poison(spec.element, guards, index, (contents.size() - from) / 4);
-      std::memcpy(contents.data() + from, poison.data(), poison.size() * 4);
-    }
-    WF_TRY_CONTEXT(device_->write_buffer(bound.buffer(buffer.name), 0, contents), context);
+    WF_TRY_CONTEXT(device_->write_buffer(target, 0, guard_pattern(guards, index, guard)), context);
+    WF_TRY_ASSIGN_CONTEXT(const std::vector<std::byte>* given,
+                          input_contents(generated_.kernel_id, buffer, inputs), context);
+    // Zero-padded to a whole word by the write.
+    WF_TRY_CONTEXT(device_->write_buffer(target, guard, *given), context);
+    // From the end of the contents: the plan's padding is no more the kernel's to read.
+    const std::uint64_t from = guard + (given->size() + 3) / 4 * 4;
+    WF_TRY_ASSIGN_CONTEXT(kernels::BufferSpec spec, kernel_->find_buffer(buffer.name), context);
+    const std::vector<std::uint32_t> poison =
+        input_poison(spec.element, guards, index, (guard + buffer.bytes + guard - from) / 4);
+    WF_TRY_CONTEXT(device_->write_buffer(target, from, std::as_bytes(std::span(poison))), context);
   }
   return Ok{};
 }
 
-Result<std::vector<std::string>> PreparedKernel::check_guards(const BoundPlan& bound,
-                                                              const CaseGuards& guards) {
-  const std::string context = "checking the guards of " + generated_.kernel_id;
-  std::vector<std::string> violations;
+Status PreparedKernel::poison_guarded(const BoundPlan& bound, const CaseGuards& guards,
+                                      std::span<const std::byte> poison) {
+  const std::string context = "poisoning the guarded outputs of " + generated_.kernel_id;
   for (std::size_t index = 0; index < bound.plan_.buffers.size(); ++index) {
     const kernels::BufferPlan& buffer = bound.plan_.buffers[index];
-    // An input is bound read-only: WGSL cannot write it.
     if (buffer.role == kernels::BufferRole::kInput) continue;
+    const gpu::Buffer& target = bound.buffer(buffer.name);
     const std::uint64_t guard = bound.guarded_.at(buffer.name).guard;
     const std::vector<std::byte> pattern = guard_pattern(guards, index, guard);
-    for (bool after : {false, true}) {
-      WF_TRY_ASSIGN_CONTEXT(
-          std::vector<std::byte> found,
-          device_->read_buffer(bound.buffer(buffer.name), after ? guard + buffer.bytes : 0, guard),
-          context);
-      const std::int64_t start =
-          after ? static_cast<std::int64_t>(buffer.bytes) : -static_cast<std::int64_t>(guard);
-      if (std::optional<std::string> violation =
-              guard_violation(generated_.kernel_id, buffer, after, start, found, pattern)) {
-        violations.push_back(std::move(*violation));
-      }
-    }
+    WF_TRY_CONTEXT(device_->write_buffer(target, 0, pattern), context);
+    WF_TRY_CONTEXT(device_->write_buffer(target, guard, poison.first(buffer.bytes)), context);
+    WF_TRY_CONTEXT(device_->write_buffer(target, guard + buffer.bytes, pattern), context);
   }
-  return violations;
+  return Ok{};
+}
+
+Result<GuardedOutputs> PreparedKernel::read_guarded(const BoundPlan& bound,
+                                                    const CaseGuards& guards) {
+  const std::string context = "reading the outputs and guards of " + generated_.kernel_id +
+                              " with schedule " + generated_.schedule.to_string();
+  // Per output and scratch buffer: its guard before, its contents (outputs only: scratch is
+  // the kernel's own), its guard after. An input is bound read-only: WGSL cannot write it.
+  struct Read {
+    std::size_t index;
+    enum class Part { kGuardBefore, kContents, kGuardAfter } part;
+  };
+  std::vector<gpu::BufferRegion> regions;
+  std::vector<Read> reads;
+  for (std::size_t index = 0; index < bound.plan_.buffers.size(); ++index) {
+    const kernels::BufferPlan& buffer = bound.plan_.buffers[index];
+    if (buffer.role == kernels::BufferRole::kInput) continue;
+    const gpu::Buffer* target = &bound.buffer(buffer.name);
+    const std::uint64_t guard = bound.guarded_.at(buffer.name).guard;
+    regions.push_back({target, 0, guard});
+    reads.push_back({index, Read::Part::kGuardBefore});
+    if (buffer.role == kernels::BufferRole::kOutput) {
+      regions.push_back({target, guard, buffer.bytes});
+      reads.push_back({index, Read::Part::kContents});
+    }
+    regions.push_back({target, guard + buffer.bytes, guard});
+    reads.push_back({index, Read::Part::kGuardAfter});
+  }
+  GuardedOutputs result;
+  WF_TRY_CONTEXT(device_->read_regions(
+                     regions,
+                     [&](std::size_t i, std::span<const std::byte> found) {
+                       const kernels::BufferPlan& buffer = bound.plan_.buffers[reads[i].index];
+                       if (reads[i].part == Read::Part::kContents) {
+                         result.outputs.emplace(buffer.name,
+                                                std::vector<std::byte>(found.begin(), found.end()));
+                         return;
+                       }
+                       const bool after = reads[i].part == Read::Part::kGuardAfter;
+                       const std::vector<std::byte> pattern =
+                           guard_pattern(guards, reads[i].index, found.size());
+                       const std::int64_t start = after ? static_cast<std::int64_t>(buffer.bytes)
+                                                        : -static_cast<std::int64_t>(found.size());
+                       if (std::optional<std::string> violation = guard_violation(
+                               generated_.kernel_id, buffer, after, start, found, pattern)) {
+                         result.violations.push_back(std::move(*violation));
+                       }
+                     }),
+                 context);
+  return result;
 }
 
 }  // namespace wgsl_forge::forge

@@ -213,7 +213,7 @@ Status Tuner::prepare() {
     timing.warmup_runs = std::min<std::uint32_t>(timing.warmup_runs, 1);
     timing.samples = std::min<std::uint32_t>(timing.samples, 7);
   }
-  return bench_.prepare(problem_, timing, random_());
+  return bench_.prepare(problem_, timing, random_(), options_.timing_inputs.get());
 }
 
 std::optional<double> Tuner::leader_ns() const {

@@ -102,10 +102,17 @@ struct DeviceState : std::enable_shared_from_this<DeviceState> {
   // validation errors with Dawn's message.
   Status run_encoded(std::string_view what,
                      const std::function<void(abi::WGPUCommandEncoder)>& encode);
+  // run_encoded without the wait, for work whose end something else waits for (a mapping).
+  Status submit_encoded(std::string_view what,
+                        const std::function<void(abi::WGPUCommandEncoder)>& encode);
 
   // Copies `size` bytes of `buffer` from `offset` into host memory.
   Result<std::vector<std::byte>> read_back(const Buffer& buffer, std::uint64_t offset,
                                            std::uint64_t size);
+  // Device::read_regions, the regions checked.
+  Status read_back_regions(
+      std::span<const BufferRegion> regions,
+      const std::function<void(std::size_t, std::span<const std::byte>)>& visit);
 
   // Durations (ns) of `spans` timed spans of `batch` executions each, from GPU timestamps or
   // from the host clock around each completed submission.

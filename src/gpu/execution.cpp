@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <numeric>
+#include <thread>
 
 #include "device_state.hpp"
 #include "util/try.hpp"
@@ -117,13 +118,7 @@ BindGroup::~BindGroup() {
 Result<Buffer> Device::create_buffer(std::uint64_t size, BufferUsage usage,
                                      std::string_view label) {
   const std::uint64_t allocated = round_up_to_word(size);
-  const std::uint64_t limit = state_->info.limits.max_buffer_size;
-  if (allocated > limit) {
-    return Error(ErrorKind::kInvalidInput, "Buffer size (" + std::to_string(allocated) +
-                                               ") exceeds maxBufferSize (" + std::to_string(limit) +
-                                               ").")
-        .with_context("creating buffer " + std::string(label));
-  }
+  WF_TRY_CONTEXT(check_buffer_size(allocated), "creating buffer " + std::string(label));
   WGPUBufferDescriptor descriptor{};
   descriptor.label = to_view(label);
   descriptor.size = allocated;
@@ -137,6 +132,65 @@ Result<Buffer> Device::create_buffer(std::uint64_t size, BufferUsage usage,
   Buffer buffer(state_, handle, allocated);  // releases the error buffer on failure
   if (!created) return std::move(created).error();
   return buffer;
+}
+
+namespace {
+
+// Copies `bytes` bytes in chunks of 16 MiB on up to every core: a tune's input is gigabytes.
+void copy_on_every_core(std::byte* to, const std::byte* from, std::size_t bytes) {
+  constexpr std::size_t kChunk = std::size_t{16} << 20;
+  const std::size_t chunks = (bytes + kChunk - 1) / kChunk;
+  const std::size_t threads =
+      std::min<std::size_t>(chunks, std::max(1u, std::thread::hardware_concurrency()));
+  auto copy_from = [&](std::size_t first) {
+    for (std::size_t chunk = first; chunk < chunks; chunk += threads) {
+      const std::size_t begin = chunk * kChunk;
+      std::memcpy(to + begin, from + begin, std::min(kChunk, bytes - begin));
+    }
+  };
+  std::vector<std::jthread> workers;
+  for (std::size_t first = 1; first < threads; ++first) workers.emplace_back(copy_from, first);
+  copy_from(0);
+}
+
+}  // namespace
+
+Result<Buffer> Device::create_buffer_with_contents(std::span<const std::byte> contents,
+                                                   std::string_view label) {
+  const std::uint64_t allocated = round_up_to_word(contents.size());
+  WF_TRY_CONTEXT(check_buffer_size(allocated), "creating buffer " + std::string(label));
+  WGPUBufferDescriptor descriptor{};
+  descriptor.label = to_view(label);
+  descriptor.size = allocated;
+  descriptor.usage = kBufferUsageStorage | kBufferUsageCopySrc | kBufferUsageCopyDst;
+  descriptor.mappedAtCreation = 1;
+  WGPUBuffer handle = nullptr;
+  Status created = state_->capture_errors("creating buffer " + std::string(label), [&] {
+    handle = state_->api->DeviceCreateBuffer(state_->device, &descriptor);
+  });
+  Buffer buffer(state_, handle, allocated);  // releases the error buffer on failure
+  if (!created) return std::move(created).error();
+  auto* mapped = static_cast<std::byte*>(state_->api->BufferGetMappedRange(handle, 0, allocated));
+  if (mapped == nullptr) {
+    return Error(ErrorKind::kRuntime, "Buffer " + std::string(label) + " of " +
+                                          std::to_string(allocated) +
+                                          " bytes was created without a mapped range.");
+  }
+  copy_on_every_core(mapped, contents.data(), contents.size());
+  std::memset(mapped + contents.size(), 0, allocated - contents.size());
+  WF_TRY(state_->capture_errors("unmapping buffer " + std::string(label),
+                                [&] { state_->api->BufferUnmap(handle); }));
+  return buffer;
+}
+
+Status Device::check_buffer_size(std::uint64_t allocated) const {
+  const std::uint64_t limit = state_->info.limits.max_buffer_size;
+  if (allocated > limit) {
+    return Error(ErrorKind::kInvalidInput, "Buffer size (" + std::to_string(allocated) +
+                                               ") exceeds maxBufferSize (" + std::to_string(limit) +
+                                               ").");
+  }
+  return Ok{};
 }
 
 Result<Buffer> Device::wrap_buffer(void* wgpu_buffer, std::string_view label) {
@@ -175,24 +229,65 @@ Status Device::write_buffer(const Buffer& buffer, std::uint64_t offset,
   });
 }
 
-Result<std::vector<std::byte>> Device::read_buffer(const Buffer& buffer, std::uint64_t offset,
-                                                   std::uint64_t size) {
+namespace {
+
+Status check_read(const Buffer& buffer, std::uint64_t offset, std::uint64_t size) {
   if (offset % 4 != 0 || offset + size > buffer.size()) {
     return Error(ErrorKind::kInvalidInput,
                  "Read of " + std::to_string(size) + " bytes at offset " + std::to_string(offset) +
                      " does not fit a buffer of " + std::to_string(buffer.size()) +
                      " bytes (offsets are multiples of 4).");
   }
+  return Ok{};
+}
+
+}  // namespace
+
+Result<std::vector<std::byte>> Device::read_buffer(const Buffer& buffer, std::uint64_t offset,
+                                                   std::uint64_t size) {
+  WF_TRY(check_read(buffer, offset, size));
   return state_->read_back(buffer, offset, size);
+}
+
+Status Device::read_regions(
+    std::span<const BufferRegion> regions,
+    const std::function<void(std::size_t, std::span<const std::byte>)>& visit) {
+  for (const BufferRegion& region : regions) {
+    if (region.buffer == nullptr) {
+      return Error(ErrorKind::kInvalidInput, "A region to read has no buffer.");
+    }
+    WF_TRY(check_read(*region.buffer, region.offset, region.size));
+  }
+  return state_->read_back_regions(regions, visit);
 }
 
 Result<std::vector<std::byte>> DeviceState::read_back(const Buffer& buffer, std::uint64_t offset,
                                                       std::uint64_t size) {
-  if (size == 0) {
-    WF_TRY(check_alive());
-    return std::vector<std::byte>();
+  std::vector<std::byte> bytes;
+  const BufferRegion region{&buffer, offset, size};
+  // Constructed from the mapped range: no zero-filling before the copy.
+  WF_TRY(
+      read_back_regions(std::span(&region, 1), [&](std::size_t, std::span<const std::byte> read) {
+        bytes = std::vector<std::byte>(read.begin(), read.end());
+      }));
+  return bytes;
+}
+
+Status DeviceState::read_back_regions(
+    std::span<const BufferRegion> regions,
+    const std::function<void(std::size_t, std::span<const std::byte>)>& visit) {
+  // Where each region lands in the staging buffer: whole words, one after the other.
+  std::vector<std::uint64_t> placed;
+  std::uint64_t copied = 0;
+  for (const BufferRegion& region : regions) {
+    placed.push_back(copied);
+    copied += (region.size + 3) / 4 * 4;
   }
-  const std::uint64_t copied = round_up_to_word(size);
+  if (copied == 0) {
+    WF_TRY(check_alive());
+    for (std::size_t i = 0; i < regions.size(); ++i) visit(i, {});
+    return Ok{};
+  }
   WGPUBufferDescriptor descriptor{};
   descriptor.label = to_view("readback");
   descriptor.size = copied;
@@ -202,9 +297,14 @@ Result<std::vector<std::byte>> DeviceState::read_back(const Buffer& buffer, std:
                                   [&] { staging = api->DeviceCreateBuffer(device, &descriptor); });
   Buffer staging_owner(shared_from_this(), staging, copied);
   if (!created) return std::move(created).error();
-  Status copied_ok = run_encoded("copying a buffer for reading", [&](WGPUCommandEncoder encoder) {
-    api->CommandEncoderCopyBufferToBuffer(encoder, static_cast<WGPUBuffer>(buffer.handle()), offset,
-                                          staging, 0, copied);
+  // The mapping waits for the copies: one wait for the GPU, not two.
+  Status copied_ok = submit_encoded("copying buffers for reading", [&](WGPUCommandEncoder encoder) {
+    for (std::size_t i = 0; i < regions.size(); ++i) {
+      if (regions[i].size == 0) continue;
+      api->CommandEncoderCopyBufferToBuffer(
+          encoder, static_cast<WGPUBuffer>(regions[i].buffer->handle()), regions[i].offset, staging,
+          placed[i], (regions[i].size + 3) / 4 * 4);
+    }
   });
   if (!copied_ok) return std::move(copied_ok).error();
   struct MapReply {
@@ -230,18 +330,26 @@ Result<std::vector<std::byte>> DeviceState::read_back(const Buffer& buffer, std:
     return Error(ErrorKind::kRuntime,
                  "Mapping a buffer for reading failed (" + mapped->message + ").");
   }
-  const void* data = api->BufferGetConstMappedRange(staging, 0, copied);
+  const auto* data =
+      static_cast<const std::byte*>(api->BufferGetConstMappedRange(staging, 0, copied));
   if (data == nullptr) {
     return Error(ErrorKind::kRuntime, "The mapped buffer has no readable range.");
   }
-  std::vector<std::byte> bytes(size);
-  std::memcpy(bytes.data(), data, size);
+  for (std::size_t i = 0; i < regions.size(); ++i) {
+    visit(i, std::span(data + placed[i], regions[i].size));
+  }
   api->BufferUnmap(staging);
-  return bytes;
+  return Ok{};
 }
 
 Status DeviceState::run_encoded(std::string_view what,
                                 const std::function<void(WGPUCommandEncoder)>& encode) {
+  WF_TRY(submit_encoded(what, encode));
+  return wait_for_submitted_work(what);
+}
+
+Status DeviceState::submit_encoded(std::string_view what,
+                                   const std::function<void(WGPUCommandEncoder)>& encode) {
   WGPUCommandBuffer commands = nullptr;
   Status encoded = capture_errors("encoding " + std::string(what), [&] {
     WGPUCommandEncoder encoder = api->DeviceCreateCommandEncoder(device, nullptr);
@@ -253,7 +361,9 @@ Status DeviceState::run_encoded(std::string_view what,
     if (commands != nullptr) api->CommandBufferRelease(commands);
     return encoded;
   }
-  return submit_and_wait(commands, what);
+  Status submitted = capture_errors(what, [&] { api->QueueSubmit(queue, 1, &commands); });
+  api->CommandBufferRelease(commands);
+  return submitted;
 }
 
 Result<BindGroup> Device::create_bind_group(const ComputePipeline& pipeline,

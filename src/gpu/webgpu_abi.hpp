@@ -485,6 +485,7 @@ struct WGPUQuerySetDescriptor {
   X(BufferMapAsync, WGPUFuture, WGPUBuffer, WGPUFlags, std::size_t, std::size_t,                  \
     WGPUCallbackInfo<WGPUBufferMapCallback>)                                                      \
   X(BufferGetConstMappedRange, const void*, WGPUBuffer, std::size_t, std::size_t)                 \
+  X(BufferGetMappedRange, void*, WGPUBuffer, std::size_t, std::size_t)                            \
   X(BufferUnmap, void, WGPUBuffer)                                                                \
   X(ShaderModuleRelease, void, WGPUShaderModule)                                                  \
   X(ShaderModuleGetCompilationInfo, WGPUFuture, WGPUShaderModule,                                 \

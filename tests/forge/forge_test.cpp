@@ -394,6 +394,66 @@ TEST(CertifyTest, SourcesThatStrayPastTheirBuffersOrSkipASecondLevelAreRejected)
   }
 }
 
+// Each run of a certification case starts from the same bytes, though the case is bound and its
+// inputs loaded once: a kernel that reads its output (here it flips a bit of the poison it
+// finds) gives the same result in both runs, which the oracle rejects, but no run differs.
+TEST(CertifyTest, EveryRunOfACaseStartsFromFreshPoison) {
+  gpu::Device& device = testing::shared_device();
+  const kernels::KernelDefinition& affine = *kernels::find_kernel("affine_f32").value();
+  const Schedule schedule = affine.default_schedule();
+  const std::string generated = affine.generate_wgsl(schedule);
+  forge::CertifyOptions options;
+  options.quick = true;
+  options.seed = testing::test_seed();
+  options.runs_per_case = 2;
+  options.source = replace_once(generated, "y[i] = params.a * x[i] + params.b;",
+                                "y[i] = bitcast<f32>(bitcast<u32>(y[i]) ^ 1u);");
+  ASSERT_NE(*options.source, generated) << "the mutation did not apply";
+  Result<CertificationManifest> manifest = forge::certify(device, affine, schedule, options);
+  ASSERT_TRUE(manifest.ok()) << manifest.error().to_string();
+  EXPECT_EQ(manifest->verdict, Verdict::kRejected);
+  std::size_t mismatched = 0;
+  for (const CertificationCase& one : manifest->cases) {
+    SCOPED_TRACE(one.name + " seed " + std::to_string(one.seed));
+    EXPECT_EQ(one.runs, 2u);
+    if (one.element_count > 0) mismatched += one.report.mismatch_count > 0;
+    for (const std::string& check : one.failed_checks) {
+      EXPECT_EQ(check.find("not reproducible"), std::string::npos) << check;
+    }
+  }
+  EXPECT_GT(mismatched, 0u);
+}
+
+// The inputs auto_tune_all draws ahead, on their own thread and one after another, are those a
+// tune draws itself from the same seed, and only the kernel and problem they were drawn for take
+// them, once.
+TEST(TuneTest, TimingInputsDrawnAheadAreThoseDrawnInPlace) {
+  const std::uint64_t seed = testing::test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const kernels::KernelDefinition& gather = *kernels::find_kernel("gather_f32").value();
+  const kernels::KernelDefinition& scan = *kernels::find_kernel("scan_exclusive_u32").value();
+  kernels::Problem problem;
+  problem.elements = 50001;
+  kernels::Problem other = problem;
+  other.elements = 50002;
+  std::shared_ptr<forge::TimingInputs> first =
+      forge::TimingInputs::draw_ahead(gather, problem, seed);
+  std::shared_ptr<forge::TimingInputs> second =
+      forge::TimingInputs::draw_ahead(scan, other, seed + 1, first.get());
+  EXPECT_FALSE(second->fits(gather, other));
+  EXPECT_FALSE(second->fits(scan, problem));
+  ASSERT_TRUE(second->fits(scan, other));
+  ASSERT_TRUE(first->fits(gather, problem));
+  const kernels::CaseInputs drawn_second = second->take();
+  const kernels::CaseInputs drawn_first = first->take();
+  EXPECT_FALSE(first->fits(gather, problem)) << "taken already";
+  const kernels::CaseInputs in_place = forge::TimingInputs::draw(gather, problem, seed);
+  ASSERT_FALSE(in_place.buffers.empty());
+  EXPECT_EQ(drawn_first.buffers, in_place.buffers);
+  EXPECT_EQ(drawn_second.buffers, forge::TimingInputs::draw(scan, other, seed + 1).buffers);
+  EXPECT_NE(drawn_first.buffers, forge::TimingInputs::draw(gather, problem, seed + 1).buffers);
+}
+
 // Where a path no user can write to (root ignores file modes) is needed: sysfs refuses new files.
 fs::path unwritable_directory(const fs::path& scratch) {
   if (::geteuid() == 0) return "/sys";

@@ -188,6 +188,65 @@ TEST_F(RuntimeTest, BuffersRoundTripAnyByteCount) {
   EXPECT_FALSE(device.read_buffer(buffer, 8, 12).ok());
 }
 
+// A tune's inputs are uploaded into a buffer created mapped and filled on every core: any byte
+// count comes back as given, zero-padded to whole words, also one of several 16 MiB chunks.
+TEST_F(RuntimeTest, BuffersCreatedWithContentsHoldThemZeroPadded) {
+  SCOPED_TRACE(trace());
+  gpu::Device& device = shared_device();
+  for (std::uint64_t size : {0ull, 1ull, 7ull, 65537ull, (40ull << 20) + 3}) {
+    std::vector<std::byte> bytes(size);
+    for (auto& byte : bytes) byte = static_cast<std::byte>(random_());
+    Result<gpu::Buffer> buffer = device.create_buffer_with_contents(bytes, "with contents");
+    ASSERT_TRUE(buffer.ok()) << buffer.error().to_string();
+    const std::uint64_t words = std::max<std::uint64_t>(4, (size + 3) / 4 * 4);
+    ASSERT_EQ(buffer->size(), words);
+    std::vector<std::byte> expected = bytes;
+    expected.resize(words, std::byte{0});
+    EXPECT_TRUE(device.read_buffer(*buffer, 0, words).value() == expected) << size << " bytes";
+  }
+}
+
+// Certification reads a case's outputs and every guard in one mapping: each region comes back
+// as written, in order, an empty one too, and a region past its buffer or without one is refused
+// before anything is read.
+TEST_F(RuntimeTest, ReadRegionsReadsEveryRegionOfSeveralBuffersInOneMapping) {
+  SCOPED_TRACE(trace());
+  gpu::Device& device = shared_device();
+  std::vector<std::vector<std::byte>> written;
+  std::vector<gpu::Buffer> buffers;
+  for (std::uint64_t size : {4096ull, 65540ull}) {
+    std::vector<std::byte> bytes(size);
+    for (auto& byte : bytes) byte = static_cast<std::byte>(random_());
+    buffers.push_back(device.create_buffer(size, BufferUsage::kStorage, "regions").value());
+    ASSERT_TRUE(device.write_buffer(buffers.back(), 0, bytes).ok());
+    written.push_back(std::move(bytes));
+  }
+  const std::vector<gpu::BufferRegion> regions = {
+      {&buffers[1], 65280, 260}, {&buffers[0], 0, 256}, {&buffers[0], 8, 0}, {&buffers[1], 4, 13}};
+  std::vector<std::size_t> visited;
+  Status read = device.read_regions(regions, [&](std::size_t i, std::span<const std::byte> found) {
+    visited.push_back(i);
+    const std::size_t source = regions[i].buffer == &buffers[0] ? 0 : 1;
+    const auto from = written[source].begin() + static_cast<std::ptrdiff_t>(regions[i].offset);
+    EXPECT_EQ(std::vector<std::byte>(found.begin(), found.end()),
+              std::vector<std::byte>(from, from + static_cast<std::ptrdiff_t>(regions[i].size)))
+        << "region " << i;
+  });
+  ASSERT_TRUE(read.ok()) << read.error().to_string();
+  EXPECT_EQ(visited, (std::vector<std::size_t>{0, 1, 2, 3}));
+  for (const gpu::BufferRegion& bad :
+       {gpu::BufferRegion{&buffers[0], 4092, 8}, gpu::BufferRegion{&buffers[0], 2, 4},
+        gpu::BufferRegion{nullptr, 0, 4}}) {
+    const std::vector<gpu::BufferRegion> with_bad = {regions[1], bad};
+    bool visited_any = false;
+    Status refused = device.read_regions(
+        with_bad, [&](std::size_t, std::span<const std::byte>) { visited_any = true; });
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.error().kind(), ErrorKind::kInvalidInput);
+    EXPECT_FALSE(visited_any);
+  }
+}
+
 TEST(RuntimeErrorsTest, BrokenShaderGivesCompileErrorWithLineAndColumn) {
   const std::string broken =
       "@group(0) @binding(0) var<storage, read_write> y: array<u32>;\n"
