@@ -47,7 +47,9 @@
 // whose key finds no room wastes few steps); a row whose key finds no room goes to the global
 // table at once. At the end the workgroup adds each occupied local slot to the global table,
 // starting at a slot drawn from its workgroup index so that workgroups that finish together add
-// to different global slots. With local_slots 0 every row goes to the global table.
+// to different global slots. The key 0xffffffff has no local slot (it is the empty key there
+// too): its rows add up in registers and then in the workgroup, and reach the global table once
+// per workgroup. With local_slots 0 every row goes to the global table.
 //
 // Values that are not finite: a NaN, +infinity or -infinity row counts in its group and sets a
 // flag in the top three bits of its global high word (a sum's high word stays below 2^25)
@@ -246,11 +248,11 @@ fn add_global(key: u32, count: u32, sum: u32) {
   add_to_sum(slot, sum);
 }
 
-// A carry out of a workgroup's low word, added to the key's global high word. A key that finds
-// no room here finds none when its workgroup's slot is added either, which reports it.
-fn add_global_carry(key: u32) {
+// Carries out of a workgroup's low word, added to the key's global high word. A key that finds
+// no room here finds none when its workgroup's partial sum is added either, which reports it.
+fn add_global_carries(key: u32, carries: u32) {
   let slot = global_slot(key);
-  if (slot != NO_SLOT) { atomicAdd(&table[high_word(slot)], 1u); }
+  if (slot != NO_SLOT) { atomicAdd(&table[high_word(slot)], carries); }
 }
 
 // A row whose value is not finite: counted, and its flag set.
@@ -385,10 +387,9 @@ fn local_count_word(slot: u32) -> u32 { return 3u * slot + 1u; }
 fn local_low_word(slot: u32) -> u32 { return 3u * slot + 2u; }
 
 // Adds a row's integer to the workgroup's table; false when its key finds no room there within
-// params.local_probes slots (the key 0xffffffff, the empty key, never does). The count's add
-// comes first: nothing waits for its result.
+// params.local_probes slots. The key is not the empty key. The count's add comes first: nothing
+// waits for its result.
 fn add_local(key: u32, sum: u32) -> bool {
-  if (key == EMPTY) { return false; }
   let mask = LOCAL_SLOTS - 1u;
   var slot = hash(key) & mask;
   for (var step = 1u; step <= params.local_probes; step++) {
@@ -400,7 +401,7 @@ fn add_local(key: u32, sum: u32) -> bool {
     if (found == key) {
       atomicAdd(&local_table[local_count_word(slot)], 1u);
       let old = atomicAdd(&local_table[local_low_word(slot)], sum);
-      if (old + sum < old) { add_global_carry(key); }
+      if (old + sum < old) { add_global_carries(key, 1u); }
       return true;
     }
     if (found != EMPTY) { slot = (slot + step) & mask; }
@@ -418,6 +419,12 @@ fn aggregate(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) group
   }
   workgroupBarrier();
   let top = scale_top();
+  // The key 0xffffffff, the empty key, has no local slot: its rows add up in each invocation's
+  // registers, then in the workgroup's, and reach its global slot once per workgroup rather than
+  // once per row (it is a key like any other: a NULL stand-in, say).
+  var empty_count = 0u;
+  var empty_low = 0u;
+  var empty_carries = 0u;
   let workgroup = linear_workgroup(group, groups_grid);
   let tiles = tile_count();
   let stride = groups_grid.x * groups_grid.y;
@@ -440,7 +447,13 @@ fn aggregate(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) group
           add_non_finite(row_keys[r], flag);
         } else {
           let sum = fixed_point(row_values[r], top);
-          if (!add_local(row_keys[r], sum)) { add_global(row_keys[r], 1u, sum); }
+          if (row_keys[r] == EMPTY) {
+            empty_count += 1u;
+            empty_carries += select(0u, 1u, empty_low + sum < empty_low);
+            empty_low += sum;
+          } else if (!add_local(row_keys[r], sum)) {
+            add_global(row_keys[r], 1u, sum);
+          }
         }
       }
     }
@@ -454,6 +467,26 @@ fn aggregate(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) group
       add_global(atomicLoad(&local_table[local_key_word(slot)]), count,
                  atomicLoad(&local_table[local_low_word(slot)]));
     }
+  }
+  // The empty key's partial sums, added up in the table's first three words (read above).
+  workgroupBarrier();
+  if (local == 0u) {
+    atomicStore(&local_table[0], 0u);
+    atomicStore(&local_table[1], 0u);
+    atomicStore(&local_table[2], 0u);
+  }
+  workgroupBarrier();
+  if (empty_count != 0u) {
+    atomicAdd(&local_table[0], empty_count);
+    let old = atomicAdd(&local_table[1], empty_low);
+    atomicAdd(&local_table[2], empty_carries + select(0u, 1u, old + empty_low < old));
+  }
+  workgroupBarrier();
+  let count = atomicLoad(&local_table[0]);
+  if (local == 0u && count != 0u) {
+    add_global(EMPTY, count, atomicLoad(&local_table[1]));
+    let carries = atomicLoad(&local_table[2]);
+    if (carries != 0u) { add_global_carries(EMPTY, carries); }
   }
 }
 )";
