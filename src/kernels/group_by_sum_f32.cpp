@@ -13,9 +13,10 @@
 // at least table_factor * max_groups, at least 2; max_groups is the caller's bound on distinct
 // keys, n when not given) and its largest-value word, "scale" finds the largest finite |value|
 // (u32 atomicMax on the bits of |value|, which order as the values do), "aggregate" adds every
-// row to its key's slot, "emit" appends every occupied slot to the outputs. A global slot is four
-// words: key, count, and the sum's low and high words; the empty key is 0xffffffff, so the key
-// 0xffffffff has one extra slot (index capacity), and a slot is occupied when its count is not 0.
+// row to its key's slot, "emit" appends every occupied slot to the outputs (each workgroup's
+// occupied slots in one range, taken by one atomic). A global slot is four words: key, count,
+// and the sum's low and high words; the empty key is 0xffffffff, so the key 0xffffffff has one
+// extra slot (index capacity), and a slot is occupied when its count is not 0.
 // Keys claim slots by compare-exchange on the key word, searched from fmix32(key) in triangular
 // steps (1, 2, 3, ...: every slot of a power-of-two table); only a load that finds the empty key
 // tries the exchange.
@@ -313,34 +314,48 @@ fn scale(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups_gr
   }
 }
 
+// The f32 bits of an occupied slot's sum.
+fn sum_bits(slot: u32, count: u32) -> u32 {
+  let high = atomicLoad(&table[high_word(slot)]);
+  let infinities = high & (POSITIVE_INFINITY_SEEN | NEGATIVE_INFINITY_SEEN);
+  if ((high & NAN_SEEN) != 0u || infinities == (POSITIVE_INFINITY_SEEN | NEGATIVE_INFINITY_SEEN)) {
+    return 0x7fc00000u;  // NaN
+  }
+  if (infinities == POSITIVE_INFINITY_SEEN) { return 0x7f800000u; }
+  if (infinities == NEGATIVE_INFINITY_SEEN) { return 0xff800000u; }
+  // The 64-bit sum less count * BIAS (count 2^24 is (count >> 8, count << 24)).
+  let low = atomicLoad(&table[low_word(slot)]);
+  let bias_low = count << 24u;
+  let exact_low = low - bias_low;
+  let exact_high = (high & HIGH_SUM_BITS) - (count >> 8u) - select(0u, 1u, low < bias_low);
+  return fixed_to_f32_bits(exact_low, exact_high, scale_top());
+}
+
+var<workgroup> workgroup_groups: atomic<u32>;
+var<workgroup> workgroup_first_output: u32;
+
+// Each occupied slot takes a place among its workgroup's, and the workgroup one range of the
+// outputs: one atomic on groups[0] per workgroup rather than per group (a million groups would
+// queue on that one word).
 @compute @workgroup_size(WG)
 fn emit(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups_grid: vec3u,
         @builtin(local_invocation_index) local: u32) {
+  if (local == 0u) { atomicStore(&workgroup_groups, 0u); }
+  workgroupBarrier();
   let slot = linear_workgroup(group, groups_grid) * WG + local;
-  if (slot > params.capacity) { return; }
-  let count = atomicLoad(&table[count_word(slot)]);
-  if (count == 0u) { return; }
-  let high = atomicLoad(&table[high_word(slot)]);
-  let infinities = high & (POSITIVE_INFINITY_SEEN | NEGATIVE_INFINITY_SEEN);
-  var sum: u32;
-  if ((high & NAN_SEEN) != 0u || infinities == (POSITIVE_INFINITY_SEEN | NEGATIVE_INFINITY_SEEN)) {
-    sum = 0x7fc00000u;  // NaN
-  } else if (infinities == POSITIVE_INFINITY_SEEN) {
-    sum = 0x7f800000u;
-  } else if (infinities == NEGATIVE_INFINITY_SEEN) {
-    sum = 0xff800000u;
-  } else {
-    // The 64-bit sum less count * BIAS (count 2^24 is (count >> 8, count << 24)).
-    let low = atomicLoad(&table[low_word(slot)]);
-    let bias_low = count << 24u;
-    let exact_low = low - bias_low;
-    let exact_high = (high & HIGH_SUM_BITS) - (count >> 8u) - select(0u, 1u, low < bias_low);
-    sum = fixed_to_f32_bits(exact_low, exact_high, scale_top());
+  var count = 0u;
+  if (slot <= params.capacity) { count = atomicLoad(&table[count_word(slot)]); }
+  var place = 0u;
+  if (count != 0u) { place = atomicAdd(&workgroup_groups, 1u); }
+  workgroupBarrier();
+  if (local == 0u) {
+    let occupied = atomicLoad(&workgroup_groups);
+    if (occupied != 0u) { workgroup_first_output = atomicAdd(&groups[0], occupied); }
   }
-  let at = atomicAdd(&groups[0], 1u);
-  if (at < params.max_groups) {
+  let at = workgroupUniformLoad(&workgroup_first_output) + place;
+  if (count != 0u && at < params.max_groups) {
     group_keys[at] = atomicLoad(&table[key_word(slot)]);
-    group_sums[at] = sum;
+    group_sums[at] = sum_bits(slot, count);
     group_counts[at] = count;
   }
 }
