@@ -16,14 +16,14 @@
 // row to its key's slot, "emit" appends every occupied slot to the outputs (each workgroup's
 // occupied slots in one range, taken by one atomic). A global slot is four words: key, count,
 // and the sum's low and high words; the empty key is 0xffffffff, so the key 0xffffffff has one
-// extra slot (index capacity), and a slot is occupied when its count is not 0.
-// Keys claim slots by compare-exchange on the key word, searched from fmix32(key) in triangular
-// steps (1, 2, 3, ...: every slot of a power-of-two table); only a load that finds the empty key
-// tries the exchange.
+// extra slot (index capacity), and a slot is occupied when its count is not 0. Keys claim slots
+// by compare-exchange on the key word, searched from fmix32(key) in triangular steps (1, 2, 3,
+// ...: every slot of a power-of-two table); only a load that finds the empty key tries the
+// exchange.
 //
 // The scale: with e the biased exponent of the largest finite |value| (0 when there is none) and
-// top = max(e, 1), k = 150 - top, so every |value| 2^k < 2^24 (from 2^-104 for values near 2^128
-// to 2^149, where subnormals are exact). A row adds round(value 2^k) + 2^24, an integer in
+// top = max(e, 1), k = 150 - top, so every |value| 2^k < 2^24 (2^k from 2^-104, for values near
+// 2^128, to 2^149, where subnormals are exact). A row adds round(value 2^k) + 2^24, an integer in
 // [0, 2^25], so sums only grow and a sum's high word changes only on a carry out of its low word
 // (about one row in 256): the low word's atomicAdd returns the old word, old + x < old is the
 // carry, and only then is the high word added to. The count word tells how many 2^24 to take
@@ -64,13 +64,13 @@
 // deterministic() is false; the sums themselves are reproducible bit for bit (a test compares
 // schedules).
 //
-// Error bound: each value is off by at most 2^-(k+1) from its integer, and the sum of a group's
-// m finite values is then rounded once to f32 (ties to even: at most 2^-24 of its magnitude, or
-// 2^-150 where the result is subnormal), so |sum - exact| <= m 2^-(k+1) + 2^-24 (|exact| + m
-// 2^-(k+1)) + 2^-150; a sum beyond f32's range is +-infinity. The oracle sums in double
-// precision (adding its own error, m 2^-52 sum(|value|)) and checks that bound per group, with k
-// computed from the inputs; keys and counts exact, compared after sorting by key. Bytes moved: 8 n
-// (the scale pass reads the values once more); rate: rows.
+// Error bound: each value is off by at most 2^-(k+1) (at most 2^-24 of the largest |value|) from
+// its integer, and the sum of a group's m finite values is then rounded once to f32 (ties to even:
+// at most 2^-24 of its magnitude, or 2^-150 where the result is subnormal), so |sum - exact| <= m
+// 2^-(k+1) + 2^-24 (|exact| + m 2^-(k+1)) + 2^-150; a sum beyond f32's range is +-infinity. The
+// oracle sums in double precision (adding its own error, m 2^-52 sum(|value|)) and checks that
+// bound per group, with k computed from the inputs; keys and counts exact, compared after sorting
+// by key. Bytes moved: 8 n (the scale pass reads the values once more); rate: rows.
 
 #include <algorithm>
 #include <bit>
