@@ -292,6 +292,14 @@ int main(int argc, char** argv) {
   STAR_TRY(got_revenue, columns.download<float>(*group_revenue, nations));
   STAR_TRY(got_rows, columns.download<std::uint32_t>(*group_rows, nations));
   const std::map<std::uint32_t, NationTotal> expected = evaluate_on_cpu(schema);
+  // 2^-(k+1), k = 150 - e with e the largest revenue's biased exponent: at least that of the
+  // joined rows' scale, which is all the bound needs.
+  const float largest_revenue =
+      schema.lo_revenue.empty()
+          ? 0.0f
+          : *std::max_element(schema.lo_revenue.begin(), schema.lo_revenue.end());
+  const double revenue_rounding =
+      std::ldexp(1.0, std::max(1, std::ilogb(largest_revenue) + 127) - 151);
   bool right = nations == expected.size() && customer_counts[1] == 0 && date_counts[1] == 0 &&
                joined_counts[1] == 0;
   std::printf("c_nation  revenue          rows\n");
@@ -299,8 +307,12 @@ int main(int argc, char** argv) {
     auto exact = expected.find(got_nation[i]);
     const bool found = exact != expected.end();
     const double m = found ? exact->second.rows : 0;
-    const double bound =
-        m * 0x1p-24 / (1 - std::min(0.5, m * 0x1p-24)) * (found ? exact->second.magnitude : 0);
+    // group_by_sum_f32's bound: each revenue rounded to a multiple of 2^-k, its sum rounded
+    // once to f32.
+    const double rounding = m * revenue_rounding;
+    const double bound = rounding +
+                         0x1p-24 * ((found ? std::abs(exact->second.revenue) : 0) + rounding) +
+                         0x1p-150 + m * 0x1p-52 * (found ? exact->second.magnitude : 0);
     const bool row_right = found && got_rows[i] == exact->second.rows &&
                            std::abs(got_revenue[i] - exact->second.revenue) <= bound;
     right = right && row_right;

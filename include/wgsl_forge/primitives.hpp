@@ -172,8 +172,9 @@ class Primitives {
   // GROUP BY keys[i], SUM(values[i]), COUNT(*) over rows [0, n): each distinct key once in
   // group_keys, with its sum and row count (room for max_groups each; max_groups 0: n), in no
   // particular order; returns the number of groups. More than max_groups distinct keys is an
-  // error. Sums are f32, added in an order that varies between runs (the error bound is in
-  // src/kernels/group_by_sum_f32.cpp).
+  // error. Sums are exact sums of the values rounded to a fixed point chosen from the largest
+  // |value|, rounded once to f32: the same bits in every run (the error bound and NaN/infinity
+  // rules are in src/kernels/group_by_sum_f32.cpp).
   Result<std::uint64_t> group_by_sum_f32(U32Column keys, F32Column values, std::uint64_t n,
                                          std::uint64_t max_groups, U32Column group_keys,
                                          F32Column group_sums, U32Column group_counts);

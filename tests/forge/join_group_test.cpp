@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <map>
 #include <random>
@@ -104,16 +105,25 @@ struct ExactGroup {
   double sum = 0;
   double magnitude = 0;
   std::uint32_t count = 0;
+  double rounding = 0;  // 2^-(k+1): how far each value may be from its fixed-point integer
 };
 
+// The groups of finite values, with the kernel's scale: k = 150 - max(e, 1), e the biased
+// exponent of the largest |value|.
 std::map<std::uint32_t, ExactGroup> exact_groups(const std::vector<std::uint32_t>& keys,
                                                  const std::vector<float>& values) {
+  int exponent = 1;
+  for (float value : values) {
+    exponent =
+        std::max(exponent, static_cast<int>((std::bit_cast<std::uint32_t>(value) >> 23) & 0xff));
+  }
   std::map<std::uint32_t, ExactGroup> groups;
   for (std::size_t i = 0; i < keys.size(); ++i) {
     ExactGroup& group = groups[keys[i]];
     group.sum += values[i];
     group.magnitude += std::abs(values[i]);
     ++group.count;
+    group.rounding = std::ldexp(1.0, exponent - 151);
   }
   return groups;
 }
@@ -131,7 +141,9 @@ void expect_groups(const std::map<std::uint32_t, ExactGroup>& expected,
     ASSERT_NE(group, expected.end());
     EXPECT_EQ(counts[i], group->second.count);
     const double m = group->second.count;
-    const double bound = m * 0x1p-24 / (1 - m * 0x1p-24) * group->second.magnitude;
+    const double rounding = m * group->second.rounding;
+    const double bound = rounding + 0x1p-24 * (std::abs(group->second.sum) + rounding) + 0x1p-150 +
+                         m * 0x1p-52 * group->second.magnitude;
     EXPECT_LE(std::abs(sums[i] - group->second.sum), bound);
   }
 }

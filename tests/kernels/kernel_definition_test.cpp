@@ -628,8 +628,11 @@ TEST(KernelCatalogTest, ScheduleCasesGoJustPastEachSchedulesSecondLevel) {
     ASSERT_EQ(cases.size(), 1u) << schedule.to_string();
     EXPECT_EQ(cases[0].problem.elements, persistent * tile + 1) << schedule.to_string();
     const auto plan = group_by.plan(schedule, cases[0].problem, large_adapter()).value();
-    ASSERT_EQ(plan.passes[1].entry_point, "aggregate");
+    // "scale" reads the rows over the same grid as "aggregate".
+    ASSERT_EQ(plan.passes[1].entry_point, "scale");
+    ASSERT_EQ(plan.passes[2].entry_point, "aggregate");
     EXPECT_EQ(plan.passes[1].workgroups, persistent) << schedule.to_string();
+    EXPECT_EQ(plan.passes[2].workgroups, persistent) << schedule.to_string();
   }
 }
 
