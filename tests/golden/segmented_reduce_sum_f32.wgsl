@@ -90,6 +90,17 @@ fn strided_sum(first: u32, end: u32) -> f32 {
 // The first chunk that starts at or after value p.
 fn chunk_at_or_after(p: u32) -> u32 { return p / CHUNK + select(0u, 1u, p % CHUNK != 0u); }
 
+fn team_share(range: vec2u, lane: u32) -> f32 {
+  var sum = 0.0;
+  if (range.y - range.x <= SHORT) {
+    for (var k = 0u; k < TEAM_ITEMS; k++) {
+      let i = range.x + k * TEAM + lane;
+      if (i < range.y) { sum += x[i]; }
+    }
+  }
+  return sum;
+}
+
 @compute @workgroup_size(1)
 fn reset_ranges() {
   atomicStore(&ranges[RANGE_LARGE], NO_SEGMENT);
@@ -117,15 +128,8 @@ fn short_segments(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) 
     let s = first + j * TEAMS;
     var range = vec2u(0u);
     if (s < params.segments) { range = segment_range(s); }
-    var sum = 0.0;
-    if (range.y - range.x <= SHORT) {
-      for (var k = 0u; k < TEAM_ITEMS; k++) {
-        let i = range.x + k * TEAM + lane;
-        if (i < range.y) { sum += x[i]; }
-      }
-    }
     round_ranges[j] = range;
-    acc[j] = sum;
+    acc[j] = team_share(range, lane);
   }
   for (var j = 0u; j < TEAM_SEGMENTS; j++) {
     let s = first + j * TEAMS;
