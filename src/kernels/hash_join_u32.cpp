@@ -11,7 +11,8 @@
 // rows that carry it. Slots are visited from fmix32(key) (MurmurHash3's finaliser: dense primary
 // keys 0, 1, 2, ... spread over the table) in steps of 1 (probing 0, linear) or 1, 2, 3, ...
 // (probing 1, triangular), which on a power-of-two table both visit every slot; the table is never
-// full, so each search ends within capacity steps. A probe invocation loads all its rows' keys,
+// full, so each search ends within capacity steps. A build invocation issues all its rows' first
+// compare-exchanges before it finishes any insert. A probe invocation loads all its rows' keys,
 // then all their home slots, before it finishes any search (memory-level parallelism), and reads
 // a slot by one 8-byte load (slot_loads 1) or by atomic loads of its words (slot_loads 0). The
 // matches' places: a workgroup atomic per match (match_places 0), or ranks by subgroup prefix sums
@@ -108,35 +109,50 @@ fn clear(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: v
 )";
 
 // WGSL's weak compare-exchange is Vulkan's strong one, but a spurious failure (the slot still
-// empty) would only retry the same slot: it counts as a step, so the loop stays bounded.
+// empty) would only retry the same slot: it counts as a step, so the loop stays bounded. Every
+// row's first claim is issued before any row's insert finishes, so that an invocation has
+// rows_per_invocation atomics in flight (as the probe has its table reads).
 const char* const kBuildWgsl = R"(
 fn report_duplicate(key: u32) {
   atomicAdd(&status[1], 1u);
   atomicStore(&status[2], key);
 }
 
-fn insert(key: u32, payload: u32) {
+// A build row's first claim: key 0xffffffff counts its row in the extra slot (x = the count
+// before it); another key compare-exchanges its home slot (x = the key word it held, y = 1 when
+// this row claimed it).
+fn first_claim(key: u32) -> vec2u {
+  if (key == EMPTY) { return vec2u(atomicAdd(&table[key_word(params.capacity)], 1u), 0u); }
+  let claimed = atomicCompareExchangeWeak(&table[key_word(first_slot(key))], EMPTY, key);
+  return vec2u(claimed.old_value, select(0u, 1u, claimed.exchanged));
+}
+
+fn finish_insert(key: u32, payload: u32, first: vec2u) {
   if (key == EMPTY) {
-    let slot = params.capacity;
-    if (atomicAdd(&table[key_word(slot)], 1u) == 0u) {
-      atomicStore(&table[payload_word(slot)], payload);
+    if (first.x == 0u) {
+      atomicStore(&table[payload_word(params.capacity)], payload);
     } else {
       report_duplicate(key);
     }
     return;
   }
   var slot = first_slot(key);
+  var held = first.x;
+  var exchanged = first.y == 1u;
   for (var step = 1u; step <= params.capacity; step++) {
-    let claimed = atomicCompareExchangeWeak(&table[key_word(slot)], EMPTY, key);
-    if (claimed.exchanged) {
+    if (exchanged) {
       atomicStore(&table[payload_word(slot)], payload);
       return;
     }
-    if (claimed.old_value == key) {
+    if (held == key) {
       report_duplicate(key);
       return;
     }
-    if (claimed.old_value != EMPTY) { slot = next_slot(slot, step); }
+    if (step == params.capacity) { break; }
+    if (held != EMPTY) { slot = next_slot(slot, step); }
+    let claimed = atomicCompareExchangeWeak(&table[key_word(slot)], EMPTY, key);
+    held = claimed.old_value;
+    exchanged = claimed.exchanged;
   }
 }
 
@@ -144,9 +160,21 @@ fn insert(key: u32, payload: u32) {
 fn build(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
          @builtin(local_invocation_index) local: u32) {
   let first = linear_workgroup(group, groups) * (WG * ROWS) + local;
+  var key = array<u32, ROWS>();
+  var payload = array<u32, ROWS>();
   for (var r = 0u; r < ROWS; r++) {
     let row = first + r * WG;
-    if (row < params.build_n) { insert(build_keys[row], build_payloads[row]); }
+    if (row < params.build_n) {
+      key[r] = build_keys[row];
+      payload[r] = build_payloads[row];
+    }
+  }
+  var claim = array<vec2u, ROWS>();
+  for (var r = 0u; r < ROWS; r++) {
+    if (first + r * WG < params.build_n) { claim[r] = first_claim(key[r]); }
+  }
+  for (var r = 0u; r < ROWS; r++) {
+    if (first + r * WG < params.build_n) { finish_insert(key[r], payload[r], claim[r]); }
   }
 }
 )";
