@@ -41,7 +41,9 @@
 // a schedule always runs at the segment lengths it was tuned for.
 //
 // Knobs: workgroup_size, team_lanes, team_items, team_segments, block_segments (at most
-// workgroup_size), team_vectors (revision 3; 0 is revision 2's short path),
+// workgroup_size), team_vectors and pass_grid (revision 3; 0 is revision 2's behaviour: the
+// latter bounds chunk_partials' and large_segments' grids, which stride over the chunks and
+// blocks in the ranges that short_segments recorded),
 // chunk_items, use_subgroups (teams add with subgroup shuffles, which needs team_lanes within
 // the adapter's smallest subgroup, and workgroups add subgroup sums; otherwise trees in
 // workgroup memory).
@@ -75,6 +77,11 @@ const KnobSpec kBlockSegments{
 const KnobSpec kChunkItems{
     "chunk_items", "values per invocation of a long segment's chunk", {8, 16, 32, 64}, 16};
 const KnobSpec kUseSubgroups{"use_subgroups", "add within subgroups", {0, 1}, 0};
+const KnobSpec kPassGrid{"pass_grid",
+                         "workgroups of chunk_partials and large_segments at most (0: one per "
+                         "chunk and per block)",
+                         {0, 32, 1024},
+                         0};
 const KnobSpec kTeamVectors{
     "team_vectors",
     "short segments read as 0: f32 values, 1: aligned vec4 (team_items vec4 a lane)",
@@ -155,8 +162,8 @@ class SegmentedReduceSumF32 final : public KernelDefinition {
   }
 
   std::vector<KnobSpec> knobs() const override {
-    return {kWorkgroupSize, kTeamLanes,  kTeamItems,    kTeamSegments,
-            kBlockSegments, kChunkItems, kUseSubgroups, kTeamVectors};
+    return {kWorkgroupSize, kTeamLanes,    kTeamItems,   kTeamSegments, kBlockSegments,
+            kChunkItems,    kUseSubgroups, kTeamVectors, kPassGrid};
   }
 
   Status check_resources(const Schedule& schedule,
@@ -254,9 +261,13 @@ class SegmentedReduceSumF32 final : public KernelDefinition {
     if (vectors) {
       plan.passes.push_back({"short_tail", segments == 0 ? 0u : 1u, buffers, params});
     }
-    plan.passes.push_back({"chunk_partials", chunks, buffers, params});
+    // pass_grid bounds the grids that stride over chunks and blocks (see the WGSL).
+    const std::uint64_t grid = knob(schedule, kPassGrid);
+    const std::uint64_t blocks = ceil_div(segments, knob(schedule, kBlockSegments));
     plan.passes.push_back(
-        {"large_segments", ceil_div(segments, knob(schedule, kBlockSegments)), buffers, params});
+        {"chunk_partials", grid == 0 ? chunks : std::min(chunks, grid), buffers, params});
+    plan.passes.push_back(
+        {"large_segments", grid == 0 ? blocks : std::min(blocks, grid), buffers, params});
     return plan;
   }
 
@@ -376,15 +387,16 @@ class SegmentedReduceSumF32 final : public KernelDefinition {
   // teams of 8 lanes x 4 values, 4 segments each, for segments of 32, and with vec4 loads teams
   // of 8 x 2 or 4 x 4 vec4 (a short limit of 61: a segment of 32 at any alignment); a subgroup
   // per segment of up to 256 and 1024 values (with vec4 loads up to 2045); chunks of 2048 under
-  // a short limit of 1024 for longer ones.
+  // a short limit of 1024 for longer ones. The vec4 points bound the grids of the passes that
+  // such layouts leave at once (pass_grid=1024).
   std::vector<std::string> starting_points() const override {
     return {"team_lanes=8,team_items=4,team_segments=4,use_subgroups=1,block_segments=256",
             "team_lanes=8,team_items=2,team_segments=4,use_subgroups=1,block_segments=256,"
-            "team_vectors=1",
+            "team_vectors=1,pass_grid=1024",
             "team_lanes=4,team_items=4,team_segments=4,use_subgroups=1,block_segments=256,"
             "team_vectors=1",
             "team_lanes=32,team_items=16,team_segments=2,use_subgroups=1,block_segments=256,"
-            "team_vectors=1",
+            "team_vectors=1,pass_grid=1024",
             "team_lanes=32,team_items=8,team_segments=2,use_subgroups=1,block_segments=256",
             "team_lanes=32,team_items=32,use_subgroups=1,block_segments=256",
             "team_lanes=32,team_items=32,use_subgroups=1,block_segments=64,chunk_items=8"};
@@ -637,6 +649,11 @@ fn short_segments(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) 
   }
 }
 
+// The chunks that can start inside a long segment (from the one that holds the first long
+// segment's first value to the last long segment's end; none when no segment is long), found
+// once per workgroup. The grid strides over them: one chunk per workgroup with pass_grid 0, else
+// at most pass_grid workgroups, so that a layout without long segments launches few.
+var<workgroup> chunk_span: vec2u;
 // Where the chunk's values of a long segment end, or 0 when its first value lies in no long
 // segment (the others' values are the other passes'). Found by one invocation and shared: loads
 // of offsets do not count as uniform, and the workgroup's sum needs uniform control flow.
@@ -645,68 +662,86 @@ var<workgroup> chunk_end: u32;
 @compute @workgroup_size(WG)
 fn chunk_partials(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
                    id: Invocation) {
-  let c = linear_workgroup(group, groups);
-  if (c >= params.chunks) { return; }
-  let p = c * CHUNK;
   if (id.local == 0u) {
-    var end = 0u;
+    let first = atomicLoad(&ranges[RANGE_LONG]);
     let last = min(atomicLoad(&ranges[RANGE_LONG + 1u]), params.segments);
-    let s = segment_of(p, atomicLoad(&ranges[RANGE_LONG]), last);
-    if (s < params.segments) {
-      let range = segment_range(s);
-      if (range.y - range.x > CHUNK && p < range.y) { end = min(p + CHUNK, range.y); }
+    var span = vec2u(0u);
+    if (first < last) {
+      span = vec2u(min(offsets[first], params.n) / CHUNK,
+                   min(params.chunks, chunk_at_or_after(min(offsets[last], params.n))));
     }
-    chunk_end = end;
+    chunk_span = span;
   }
-  let end = workgroupUniformLoad(&chunk_end);
-  if (end == 0u) { return; }
-  let total = workgroup_sum(strided_sum(p + id.local, end), id);
-  if (id.local == 0u) { partials[c] = total; }
+  let span = workgroupUniformLoad(&chunk_span);
+  let grid = groups.x * groups.y;
+  for (var c = span.x + linear_workgroup(group, groups); c < span.y; c += grid) {
+    let p = c * CHUNK;
+    if (id.local == 0u) {
+      var end = 0u;
+      let last = min(atomicLoad(&ranges[RANGE_LONG + 1u]), params.segments);
+      let s = segment_of(p, atomicLoad(&ranges[RANGE_LONG]), last);
+      if (s < params.segments) {
+        let range = segment_range(s);
+        if (range.y - range.x > CHUNK && p < range.y) { end = min(p + CHUNK, range.y); }
+      }
+      chunk_end = end;
+    }
+    let end = workgroupUniformLoad(&chunk_end);
+    if (end != 0u) {
+      let total = workgroup_sum(strided_sum(p + id.local, end), id);
+      if (id.local == 0u) { partials[c] = total; }
+    }
+    workgroupBarrier();  // chunk_end is written again
+  }
 }
 
 var<workgroup> large_list: array<u32, BLOCK>;
 var<workgroup> large_count: atomic<u32>;
 var<workgroup> large_total: u32;  // large_count, for workgroupUniformLoad
-var<workgroup> block_has_large: u32;
+// The blocks that meet the range of segments longer than short (none when there is none),
+// strided over by the grid as chunk_partials' chunks are.
+var<workgroup> block_span: vec2u;
 
 @compute @workgroup_size(WG)
 fn large_segments(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
                    id: Invocation) {
-  let block = linear_workgroup(group, groups);
   if (id.local == 0u) {
-    atomicStore(&large_count, 0u);
-    // Whether [start, start + BLOCK) meets [first, last), without overflowing start + BLOCK.
-    let start = block * BLOCK;
     let first = atomicLoad(&ranges[RANGE_LARGE]);
-    let last = atomicLoad(&ranges[RANGE_LARGE + 1u]);
-    block_has_large = select(0u, 1u, start < last && (first <= start || first - start < BLOCK));
+    let last = min(atomicLoad(&ranges[RANGE_LARGE + 1u]), params.segments);
+    let blocks_end = last / BLOCK + select(0u, 1u, last % BLOCK != 0u);
+    block_span = select(vec2u(0u), vec2u(first / BLOCK, blocks_end), first < last);
   }
-  // Also the barrier that orders large_count's store before the atomicAdds below.
-  if (workgroupUniformLoad(&block_has_large) == 0u) { return; }
-  let s = block * BLOCK + id.local;
-  if (id.local < BLOCK && s < params.segments) {
-    let range = segment_range(s);
-    if (range.y - range.x > SHORT) { large_list[atomicAdd(&large_count, 1u)] = s; }
-  }
-  workgroupBarrier();
-  if (id.local == 0u) { large_total = atomicLoad(&large_count); }
-  let count = workgroupUniformLoad(&large_total);
-  for (var k = 0u; k < count; k++) {
-    let segment = large_list[k];
-    let range = segment_range(segment);
-    var acc = 0.0;
-    if (range.y - range.x <= CHUNK) {
-      acc = strided_sum(range.x + id.local, range.y);
-    } else {
-      // The head, then the partial of every chunk that starts inside the segment.
-      let first_chunk = chunk_at_or_after(range.x);
-      acc = strided_sum(range.x + id.local, first_chunk * CHUNK);
-      for (var c = first_chunk + id.local; c < chunk_at_or_after(range.y); c += WG) {
-        acc += partials[c];
-      }
+  let span = workgroupUniformLoad(&block_span);
+  let grid = groups.x * groups.y;
+  for (var block = span.x + linear_workgroup(group, groups); block < span.y; block += grid) {
+    if (id.local == 0u) { atomicStore(&large_count, 0u); }
+    workgroupBarrier();
+    let s = block * BLOCK + id.local;
+    if (id.local < BLOCK && s < params.segments) {
+      let range = segment_range(s);
+      if (range.y - range.x > SHORT) { large_list[atomicAdd(&large_count, 1u)] = s; }
     }
-    let total = workgroup_sum(acc, id);
-    if (id.local == 0u) { sums[segment] = total; }
+    workgroupBarrier();
+    if (id.local == 0u) { large_total = atomicLoad(&large_count); }
+    let count = workgroupUniformLoad(&large_total);
+    for (var k = 0u; k < count; k++) {
+      let segment = large_list[k];
+      let range = segment_range(segment);
+      var acc = 0.0;
+      if (range.y - range.x <= CHUNK) {
+        acc = strided_sum(range.x + id.local, range.y);
+      } else {
+        // The head, then the partial of every chunk that starts inside the segment.
+        let first_chunk = chunk_at_or_after(range.x);
+        acc = strided_sum(range.x + id.local, first_chunk * CHUNK);
+        for (var c = first_chunk + id.local; c < chunk_at_or_after(range.y); c += WG) {
+          acc += partials[c];
+        }
+      }
+      let total = workgroup_sum(acc, id);
+      if (id.local == 0u) { sums[segment] = total; }
+    }
+    workgroupBarrier();  // large_list, large_count and large_total are written again
   }
 }
 )";

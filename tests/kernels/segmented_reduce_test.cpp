@@ -155,6 +155,8 @@ TEST_F(SegmentedReducePathsTest, EveryPathMatchesTheOracleAtEachThreshold) {
       // vec4 loads (short limits 29 and 13) and short_tail's last n % 4 values.
       "team_vectors=1,team_lanes=4,team_items=2,chunk_items=8,workgroup_size=64,"
       "block_segments=16",
+      // Grids of 32 workgroups that stride over the chunks and blocks.
+      "pass_grid=32,team_lanes=4,team_items=8,chunk_items=8,workgroup_size=64,block_segments=16",
       "team_vectors=1,team_lanes=1,team_items=4,team_segments=2,chunk_items=8,"
       "workgroup_size=64,block_segments=16",
   };
