@@ -152,11 +152,10 @@ TEST_F(SegmentedReducePathsTest, EveryPathMatchesTheOracleAtEachThreshold) {
       "team_lanes=4,team_items=8,team_segments=4,chunk_items=8,workgroup_size=64,"
       "block_segments=16",
       "team_lanes=8,team_items=32,team_segments=2,chunk_items=32,workgroup_size=128",
-      // vec4 loads (short limits 29 and 13) and short_tail's last n % 4 values.
+      // vec4 loads (short limits 29 and 13) and short_tail's last n % 4 values; grids of 32
+      // workgroups that stride over the chunks and blocks.
       "team_vectors=1,team_lanes=4,team_items=2,chunk_items=8,workgroup_size=64,"
-      "block_segments=16",
-      // Grids of 32 workgroups that stride over the chunks and blocks.
-      "pass_grid=32,team_lanes=4,team_items=8,chunk_items=8,workgroup_size=64,block_segments=16",
+      "block_segments=16,pass_grid=32",
       "team_vectors=1,team_lanes=1,team_items=4,team_segments=2,chunk_items=8,"
       "workgroup_size=64,block_segments=16",
   };
