@@ -11,15 +11,21 @@
 // rows that carry it. Slots are visited from fmix32(key) (MurmurHash3's finaliser: dense primary
 // keys 0, 1, 2, ... spread over the table) in steps of 1 (probing 0, linear) or 1, 2, 3, ...
 // (probing 1, triangular), which on a power-of-two table both visit every slot; the table is never
-// full, so each search ends within capacity steps. Each workgroup counts its matches in
-// workgroup memory and reserves their places with one global atomic, so the pairs' order
-// depends on the order in which workgroups finish: deterministic() is false.
+// full, so each search ends within capacity steps. A build invocation issues all its rows' first
+// compare-exchanges before it finishes any insert. A probe invocation loads all its rows' keys,
+// then all their home slots, before it finishes any search (memory-level parallelism), and reads
+// a slot by one 8-byte load (slot_loads 1) or by atomic loads of its words (slot_loads 0). The
+// matches' places: a workgroup atomic per match (match_places 0), or ranks by subgroup prefix sums
+// with one atomic per subgroup in workgroup memory (1) or in global memory (2); either way the
+// room is reserved from status[0] by atomics, so the pairs' order depends on the order in which
+// workgroups finish: the pairs are promised as a multiset, and deterministic() is false.
 //
 // A build key that occurs twice is an error, detected on the GPU: status[1] counts the build rows
 // whose key was already in the table (then dropped) and status[2] holds one such key; the pairs
 // are then unspecified. status[0] is the number of pairs. Knobs: workgroup_size,
 // rows_per_invocation (rows per invocation in build and probe, workgroup_size apart),
-// table_factor, probing.
+// table_factor, probing, slot_loads, match_places (1 and 2 need subgroups). Revision 2 added the
+// last two, with revision 1's probe as slot_loads=0, match_places=0.
 //
 // Oracle: the join through a CPU hash table, probed on every core; the pairs compared as a multiset
 // (both sides sorted), the count exact, status[1] the build rows minus the distinct build keys and
@@ -46,10 +52,20 @@ constexpr std::uint32_t kEmptyKey = 0xffffffffu;
 const KnobSpec kWorkgroupSize{
     "workgroup_size", "invocations per workgroup", {64, 128, 256, 512}, 256};
 const KnobSpec kRowsPerInvocation{
-    "rows_per_invocation", "build and probe rows per invocation", {1, 2, 4}, 1};
+    "rows_per_invocation", "build and probe rows per invocation", {1, 2, 4, 8}, 1};
 const KnobSpec kTableFactor{
     "table_factor", "table slots per build row, at least (load at most 1/factor)", {2, 4}, 2};
 const KnobSpec kProbing{"probing", "0: linear probing, 1: triangular (quadratic)", {0, 1}, 0};
+const KnobSpec kSlotLoads{"slot_loads",
+                          "probe reads 0: key, then payload by atomics, 1: the 8-byte slot at once",
+                          {0, 1},
+                          1};
+const KnobSpec kMatchPlaces{
+    "match_places",
+    "0: a workgroup atomic per match, 1: subgroup ranks and a workgroup "
+    "atomic per subgroup, 2: subgroup ranks and a global atomic per subgroup",
+    {0, 1, 2},
+    0};
 
 const char* const kParamsWgsl = R"(
 struct Params { n: u32, build_n: u32, capacity: u32 }
@@ -93,35 +109,50 @@ fn clear(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: v
 )";
 
 // WGSL's weak compare-exchange is Vulkan's strong one, but a spurious failure (the slot still
-// empty) would only retry the same slot: it counts as a step, so the loop stays bounded.
+// empty) would only retry the same slot: it counts as a step, so the loop stays bounded. Every
+// row's first claim is issued before any row's insert finishes, so that an invocation has
+// rows_per_invocation atomics in flight (as the probe has its table reads).
 const char* const kBuildWgsl = R"(
 fn report_duplicate(key: u32) {
   atomicAdd(&status[1], 1u);
   atomicStore(&status[2], key);
 }
 
-fn insert(key: u32, payload: u32) {
+// A build row's first claim: key 0xffffffff counts its row in the extra slot (x = the count
+// before it); another key compare-exchanges its home slot (x = the key word it held, y = 1 when
+// this row claimed it).
+fn first_claim(key: u32) -> vec2u {
+  if (key == EMPTY) { return vec2u(atomicAdd(&table[key_word(params.capacity)], 1u), 0u); }
+  let claimed = atomicCompareExchangeWeak(&table[key_word(first_slot(key))], EMPTY, key);
+  return vec2u(claimed.old_value, select(0u, 1u, claimed.exchanged));
+}
+
+fn finish_insert(key: u32, payload: u32, first: vec2u) {
   if (key == EMPTY) {
-    let slot = params.capacity;
-    if (atomicAdd(&table[key_word(slot)], 1u) == 0u) {
-      atomicStore(&table[payload_word(slot)], payload);
+    if (first.x == 0u) {
+      atomicStore(&table[payload_word(params.capacity)], payload);
     } else {
       report_duplicate(key);
     }
     return;
   }
   var slot = first_slot(key);
+  var held = first.x;
+  var exchanged = first.y == 1u;
   for (var step = 1u; step <= params.capacity; step++) {
-    let claimed = atomicCompareExchangeWeak(&table[key_word(slot)], EMPTY, key);
-    if (claimed.exchanged) {
+    if (exchanged) {
       atomicStore(&table[payload_word(slot)], payload);
       return;
     }
-    if (claimed.old_value == key) {
+    if (held == key) {
       report_duplicate(key);
       return;
     }
-    if (claimed.old_value != EMPTY) { slot = next_slot(slot, step); }
+    if (step == params.capacity) { break; }
+    if (held != EMPTY) { slot = next_slot(slot, step); }
+    let claimed = atomicCompareExchangeWeak(&table[key_word(slot)], EMPTY, key);
+    held = claimed.old_value;
+    exchanged = claimed.exchanged;
   }
 }
 
@@ -129,65 +160,190 @@ fn insert(key: u32, payload: u32) {
 fn build(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
          @builtin(local_invocation_index) local: u32) {
   let first = linear_workgroup(group, groups) * (WG * ROWS) + local;
+  var key = array<u32, ROWS>();
+  var payload = array<u32, ROWS>();
   for (var r = 0u; r < ROWS; r++) {
     let row = first + r * WG;
-    if (row < params.build_n) { insert(build_keys[row], build_payloads[row]); }
+    if (row < params.build_n) {
+      key[r] = build_keys[row];
+      payload[r] = build_payloads[row];
+    }
+  }
+  var claim = array<vec2u, ROWS>();
+  for (var r = 0u; r < ROWS; r++) {
+    if (first + r * WG < params.build_n) { claim[r] = first_claim(key[r]); }
+  }
+  for (var r = 0u; r < ROWS; r++) {
+    if (first + r * WG < params.build_n) { finish_insert(key[r], payload[r], claim[r]); }
   }
 }
 )";
 
-// A probe row's build payload, found: x = 1 and y = the payload; not found: x = 0.
-const char* const kProbeWgsl = R"(
-fn lookup(key: u32) -> vec2u {
+// The probe's reads of the table. SLOT_LOADS 0: the key word by an atomic load, and on a match
+// the payload word by a second, dependent one (revision 1). SLOT_LOADS 1: the whole slot by one
+// 8-byte load through `table_slots`, a plain view of the same binding as `table` (WGSL lets two
+// variables share a binding when no entry point uses both; the probe never writes the table, so
+// it needs no atomics once the build pass has ended).
+const char* const kAtomicSlotLoadsWgsl = R"(
+fn load_slot(slot: u32) -> vec2u { return vec2u(atomicLoad(&table[key_word(slot)]), 0u); }
+fn slot_payload(slot: u32, held: vec2u) -> u32 { return atomicLoad(&table[payload_word(slot)]); }
+)";
+
+const char* const kWholeSlotLoadsWgsl = R"(
+@group(0) @binding(5) var<storage, read_write> table_slots: array<vec2u>;
+fn load_slot(slot: u32) -> vec2u { return table_slots[slot]; }
+fn slot_payload(slot: u32, held: vec2u) -> u32 { return held.y; }
+)";
+
+// A probe row's search: from its home slot (the extra slot for key 0xffffffff, whose key word
+// counts the build rows that carry it), whose contents `held` are already loaded, so that a
+// probe invocation issues the first load of every row before it waits for any. Found: x = 1 and
+// y = the build payload; not found: x = 0.
+const char* const kLookupWgsl = R"(
+fn home_slot(key: u32) -> u32 { return select(first_slot(key), params.capacity, key == EMPTY); }
+
+fn finish_lookup(key: u32, home: u32, home_held: vec2u) -> vec2u {
   if (key == EMPTY) {
-    let slot = params.capacity;
-    return vec2u(select(0u, 1u, atomicLoad(&table[key_word(slot)]) != 0u),
-                 atomicLoad(&table[payload_word(slot)]));
+    return vec2u(select(0u, 1u, home_held.x != 0u), slot_payload(home, home_held));
   }
-  var slot = first_slot(key);
+  var slot = home;
+  var held = home_held;
   for (var step = 1u; step <= params.capacity; step++) {
-    let held = atomicLoad(&table[key_word(slot)]);
-    if (held == key) { return vec2u(1u, atomicLoad(&table[payload_word(slot)])); }
-    if (held == EMPTY) { break; }
+    if (held.x == key) { return vec2u(1u, slot_payload(slot, held)); }
+    if (held.x == EMPTY) { break; }
     slot = next_slot(slot, step);
+    held = load_slot(slot);
   }
   return vec2u(0u, 0u);
 }
+)";
 
+// write_pairs places the invocation's matches (found[r].x == 1) and stores their pairs; every
+// invocation of the workgroup calls it, in uniform control flow. MATCH_PLACES 0 (revision 1):
+// one workgroup-memory atomic per match and one global atomic per workgroup, so a workgroup's
+// pairs are contiguous but in no order within it.
+const char* const kWorkgroupMatchPlacesWgsl = R"(
 var<workgroup> workgroup_matches: atomic<u32>;
 var<workgroup> workgroup_base: u32;
 
-@compute @workgroup_size(WG)
-fn probe(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
-         @builtin(local_invocation_index) local: u32) {
-  if (local == 0u) { atomicStore(&workgroup_matches, 0u); }
+fn write_pairs(found: array<vec2u, ROWS>, probe_payload: array<u32, ROWS>, id: Invocation) {
+  if (id.local == 0u) { atomicStore(&workgroup_matches, 0u); }
   workgroupBarrier();
-  let first = linear_workgroup(group, groups) * (WG * ROWS) + local;
-  // Each match's place among the workgroup's (or NONE), its probe payload and build payload.
   var place = array<u32, ROWS>();
-  var probe_payload = array<u32, ROWS>();
-  var build_payload = array<u32, ROWS>();
   for (var r = 0u; r < ROWS; r++) {
     place[r] = NONE;
-    let row = first + r * WG;
-    if (row < params.n) {
-      let found = lookup(probe_keys[row]);
-      if (found.x == 1u) {
-        place[r] = atomicAdd(&workgroup_matches, 1u);
-        probe_payload[r] = probe_payloads[row];
-        build_payload[r] = found.y;
-      }
-    }
+    if (found[r].x == 1u) { place[r] = atomicAdd(&workgroup_matches, 1u); }
   }
   workgroupBarrier();
-  if (local == 0u) { workgroup_base = atomicAdd(&status[0], atomicLoad(&workgroup_matches)); }
+  if (id.local == 0u) { workgroup_base = atomicAdd(&status[0], atomicLoad(&workgroup_matches)); }
   let base = workgroupUniformLoad(&workgroup_base);
   for (var r = 0u; r < ROWS; r++) {
     if (place[r] != NONE) {
       pairs_probe[base + place[r]] = probe_payload[r];
-      pairs_build[base + place[r]] = build_payload[r];
+      pairs_build[base + place[r]] = found[r].y;
     }
   }
+}
+)";
+
+// MATCH_PLACES 1 and 2: a subgroup numbers its matches by prefix sums, round by round (so each
+// round's stores are consecutive words), and reserves their room with one atomic: 1 in
+// workgroup memory, then one global atomic per workgroup; 2 a global atomic per subgroup, with
+// no barrier and no workgroup memory.
+const char* const kSubgroupMatchRanksWgsl = R"(
+// Each match's place among the subgroup's, and (returned) the subgroup's matches.
+fn subgroup_ranks(found: array<vec2u, ROWS>, place: ptr<function, array<u32, ROWS>>) -> u32 {
+  var total = 0u;
+  for (var r = 0u; r < ROWS; r++) {
+    let hit = found[r].x;
+    (*place)[r] = total + subgroupExclusiveAdd(hit);
+    total += subgroupAdd(hit);
+  }
+  return total;
+}
+
+fn store_pairs(found: array<vec2u, ROWS>, probe_payload: array<u32, ROWS>,
+               place: array<u32, ROWS>, base: u32) {
+  for (var r = 0u; r < ROWS; r++) {
+    if (found[r].x == 1u) {
+      pairs_probe[base + place[r]] = probe_payload[r];
+      pairs_build[base + place[r]] = found[r].y;
+    }
+  }
+}
+)";
+
+const char* const kSubgroupWorkgroupPlacesWgsl = R"(
+var<workgroup> workgroup_matches: atomic<u32>;
+var<workgroup> workgroup_base: u32;
+
+fn write_pairs(found: array<vec2u, ROWS>, probe_payload: array<u32, ROWS>, id: Invocation) {
+  if (id.local == 0u) { atomicStore(&workgroup_matches, 0u); }
+  workgroupBarrier();
+  var place = array<u32, ROWS>();
+  let total = subgroup_ranks(found, &place);
+  var subgroup_base = 0u;
+  if (id.lane == 0u) { subgroup_base = atomicAdd(&workgroup_matches, total); }
+  subgroup_base = subgroupBroadcast(subgroup_base, 0u);
+  workgroupBarrier();
+  if (id.local == 0u) { workgroup_base = atomicAdd(&status[0], atomicLoad(&workgroup_matches)); }
+  store_pairs(found, probe_payload, place, workgroupUniformLoad(&workgroup_base) + subgroup_base);
+}
+)";
+
+const char* const kSubgroupGlobalPlacesWgsl = R"(
+fn write_pairs(found: array<vec2u, ROWS>, probe_payload: array<u32, ROWS>, id: Invocation) {
+  var place = array<u32, ROWS>();
+  let total = subgroup_ranks(found, &place);
+  var base = 0u;
+  if (id.lane == 0u && total != 0u) { base = atomicAdd(&status[0], total); }
+  store_pairs(found, probe_payload, place, subgroupBroadcast(base, 0u));
+}
+)";
+
+const char* const kInvocationWgsl = R"(
+struct Invocation {
+  @builtin(local_invocation_index) local: u32,
+}
+)";
+
+const char* const kSubgroupInvocationWgsl = R"(
+struct Invocation {
+  @builtin(local_invocation_index) local: u32,
+  @builtin(subgroup_invocation_id) lane: u32,
+}
+)";
+
+// Every row's probe key and payload are loaded first, then every row's home slot, then the
+// searches finish one by one: ROWS table reads in flight per invocation (memory-level
+// parallelism), not one row's chain of dependent loads after another's.
+const char* const kProbeWgsl = R"(
+@compute @workgroup_size(WG)
+fn probe(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+         id: Invocation) {
+  let first = linear_workgroup(group, groups) * (WG * ROWS) + id.local;
+  var key = array<u32, ROWS>();
+  var probe_payload = array<u32, ROWS>();
+  for (var r = 0u; r < ROWS; r++) {
+    let row = first + r * WG;
+    if (row < params.n) {
+      key[r] = probe_keys[row];
+      probe_payload[r] = probe_payloads[row];
+    }
+  }
+  var home = array<u32, ROWS>();
+  var held = array<vec2u, ROWS>();
+  for (var r = 0u; r < ROWS; r++) {
+    if (first + r * WG < params.n) {
+      home[r] = home_slot(key[r]);
+      held[r] = load_slot(home[r]);
+    }
+  }
+  var found = array<vec2u, ROWS>();
+  for (var r = 0u; r < ROWS; r++) {
+    if (first + r * WG < params.n) { found[r] = finish_lookup(key[r], home[r], held[r]); }
+  }
+  write_pairs(found, probe_payload, id);
 }
 )";
 
@@ -322,13 +478,13 @@ class BuildTable {
 class HashJoinU32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "hash_join_u32"; }
-  std::uint32_t revision() const override { return 1; }
+  std::uint32_t revision() const override { return 2; }
   std::string_view summary() const override {
     return "inner equi-join on unique u32 build keys: (probe payload, build payload) pairs";
   }
 
   std::vector<KnobSpec> knobs() const override {
-    return {kWorkgroupSize, kRowsPerInvocation, kTableFactor, kProbing};
+    return {kWorkgroupSize, kRowsPerInvocation, kTableFactor, kProbing, kSlotLoads, kMatchPlaces};
   }
 
   std::vector<WgslBinding> wgsl_bindings(const Schedule&) const override {
@@ -362,15 +518,29 @@ class HashJoinU32 final : public KernelDefinition {
     return {"clear", "build", "probe"};
   }
 
+  // Designed for the H200 (subgroups of 32), not yet timed there: four rows in flight per
+  // invocation, the pairs placed by subgroup ranks, the table at either load.
+  std::vector<std::string> starting_points() const override {
+    return {"rows_per_invocation=4,match_places=1", "rows_per_invocation=4,match_places=2",
+            "rows_per_invocation=4,match_places=1,table_factor=4",
+            "rows_per_invocation=8,match_places=2,workgroup_size=128"};
+  }
+
   std::string generate_wgsl(const Schedule& schedule) const override {
-    return std::string(kLinearWorkgroupWgsl) + kParamsWgsl +
-           binding_declarations(wgsl_bindings(schedule)) + "\n" +
+    const std::uint32_t places = knob(schedule, kMatchPlaces);
+    const char* const places_wgsl[] = {kWorkgroupMatchPlacesWgsl, kSubgroupWorkgroupPlacesWgsl,
+                                       kSubgroupGlobalPlacesWgsl};
+    return std::string(places != 0 ? "enable subgroups;\n" : "") + kLinearWorkgroupWgsl +
+           kParamsWgsl + binding_declarations(wgsl_bindings(schedule)) + "\n" +
            constant_declarations(
                {{"WG", knob(schedule, kWorkgroupSize), "invocations per workgroup"},
                 {"ROWS", knob(schedule, kRowsPerInvocation), "rows per invocation"},
                 {"TRIANGULAR", knob(schedule, kProbing), "1: triangular probing, 0: linear"},
                 {"NONE", 0xffffffffu, "no match"}}) +
-           kTableWgsl + kBuildWgsl + kProbeWgsl;
+           kTableWgsl + kBuildWgsl +
+           (knob(schedule, kSlotLoads) == 1 ? kWholeSlotLoadsWgsl : kAtomicSlotLoadsWgsl) +
+           kLookupWgsl + (places != 0 ? kSubgroupInvocationWgsl : kInvocationWgsl) +
+           (places != 0 ? kSubgroupMatchRanksWgsl : "") + places_wgsl[places] + kProbeWgsl;
   }
 
   Status check_problem(const Problem& problem) const override {

@@ -10,7 +10,10 @@
 //                   longer than short, and the same for those longer than chunk;
 //   short_segments  a team of team_lanes invocations per segment (a few lanes, or a subgroup)
 //                   sums each segment of at most short = team_lanes * team_items values, the
-//                   team's lanes reading consecutive values; a team takes team_segments
+//                   team's lanes reading consecutive values (with team_vectors 1, consecutive
+//                   aligned vec4s, team_items each: short = 4 team_lanes team_items - 3, and
+//                   a 1-invocation pass short_tail adds the last n % 4 values, which no whole
+//                   vec4 holds, to their short segments); a team takes team_segments
 //                   segments, one per round, and each round the workgroup's teams take
 //                   consecutive segments, so a round reads one run of values (coalesced) and
 //                   all rounds' loads are issued before any team sum (more bytes in flight per
@@ -38,7 +41,9 @@
 // a schedule always runs at the segment lengths it was tuned for.
 //
 // Knobs: workgroup_size, team_lanes, team_items, team_segments, block_segments (at most
-// workgroup_size),
+// workgroup_size), team_vectors and pass_grid (revision 3; 0 is revision 2's behaviour: the
+// latter bounds chunk_partials' and large_segments' grids, which stride over the chunks and
+// blocks in the ranges that short_segments recorded),
 // chunk_items, use_subgroups (teams add with subgroup shuffles, which needs team_lanes within
 // the adapter's smallest subgroup, and workgroups add subgroup sums; otherwise trees in
 // workgroup memory).
@@ -72,6 +77,16 @@ const KnobSpec kBlockSegments{
 const KnobSpec kChunkItems{
     "chunk_items", "values per invocation of a long segment's chunk", {8, 16, 32, 64}, 16};
 const KnobSpec kUseSubgroups{"use_subgroups", "add within subgroups", {0, 1}, 0};
+const KnobSpec kPassGrid{"pass_grid",
+                         "workgroups of chunk_partials and large_segments at most (0: one per "
+                         "chunk and per block)",
+                         {0, 32, 1024},
+                         0};
+const KnobSpec kTeamVectors{
+    "team_vectors",
+    "short segments read as 0: f32 values, 1: aligned vec4 (team_items vec4 a lane)",
+    {0, 1},
+    0};
 
 // The main tuning problem's segments: one per this many values (the typed calls take any
 // layout); the other buckets' lengths (see the header).
@@ -79,8 +94,12 @@ constexpr std::uint64_t kTuningSegmentLength = 256;
 const std::vector<std::uint64_t> kGpuBucketLengths = {32, 256, 1024, 8192};
 const std::vector<std::uint64_t> kCpuBucketLengths = {32, 256};
 
+// The longest short segment: what a team's loads cover, and with vec4 loads from the vec4 that
+// holds its first value, whatever its alignment (a team of L lanes x I vec4 covers 4 L I values
+// from a multiple of 4, so any segment of 4 L I - 3).
 std::uint32_t short_limit(const Schedule& schedule) {
-  return knob(schedule, kTeamLanes) * knob(schedule, kTeamItems);
+  const std::uint32_t covered = knob(schedule, kTeamLanes) * knob(schedule, kTeamItems);
+  return knob(schedule, kTeamVectors) == 1 ? 4 * covered - 3 : covered;
 }
 std::uint64_t chunk_values(const Schedule& schedule) {
   return std::uint64_t{knob(schedule, kWorkgroupSize)} * knob(schedule, kChunkItems);
@@ -137,14 +156,14 @@ Layout segment_layout(const Problem& problem, const std::string& profile, std::m
 class SegmentedReduceSumF32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "segmented_reduce_sum_f32"; }
-  std::uint32_t revision() const override { return 2; }
+  std::uint32_t revision() const override { return 3; }
   std::string_view summary() const override {
     return "sum of each segment of n f32 given by segments + 1 u32 offsets (empty: 0)";
   }
 
   std::vector<KnobSpec> knobs() const override {
-    return {kWorkgroupSize, kTeamLanes,  kTeamItems,   kTeamSegments,
-            kBlockSegments, kChunkItems, kUseSubgroups};
+    return {kWorkgroupSize, kTeamLanes,    kTeamItems,   kTeamSegments, kBlockSegments,
+            kChunkItems,    kUseSubgroups, kTeamVectors, kPassGrid};
   }
 
   Status check_resources(const Schedule& schedule,
@@ -155,6 +174,13 @@ class SegmentedReduceSumF32 final : public KernelDefinition {
                        ") exceeds workgroup_size (" +
                        std::to_string(knob(schedule, kWorkgroupSize)) +
                        "): one invocation looks at each segment of a block.");
+    }
+    if (knob(schedule, kTeamVectors) == 1 && short_limit(schedule) < 5) {
+      return Error(ErrorKind::kInvalidInput,
+                   "Knob team_vectors (1) needs team_lanes x team_items of at least 2 (it is " +
+                       std::to_string(knob(schedule, kTeamLanes) * knob(schedule, kTeamItems)) +
+                       "): a team then takes any segment of up to 5 values, so that below 4 "
+                       "values every segment is short.");
     }
     if (knob(schedule, kUseSubgroups) == 1 && device.subgroup_min_size != 0 &&
         knob(schedule, kTeamLanes) > device.subgroup_min_size) {
@@ -199,7 +225,10 @@ class SegmentedReduceSumF32 final : public KernelDefinition {
              "4 elements: the segments longer than short, and than a chunk"}};
   }
 
-  std::vector<std::string> entry_points(const Schedule&) const override {
+  std::vector<std::string> entry_points(const Schedule& schedule) const override {
+    if (knob(schedule, kTeamVectors) == 1) {
+      return {"reset_ranges", "short_segments", "short_tail", "chunk_partials", "large_segments"};
+    }
     return {"reset_ranges", "short_segments", "chunk_partials", "large_segments"};
   }
 
@@ -224,11 +253,21 @@ class SegmentedReduceSumF32 final : public KernelDefinition {
                                            {"ranges", 16}});
     const std::map<std::uint32_t, std::string> buffers = {
         {1, "x"}, {2, "offsets"}, {3, "sums"}, {4, "partials"}, {5, "ranges"}};
-    plan.passes = {
-        {"reset_ranges", 1, buffers, params},
-        {"short_segments", ceil_div(segments, team_segments), buffers, params},
-        {"chunk_partials", chunks, buffers, params},
-        {"large_segments", ceil_div(segments, knob(schedule, kBlockSegments)), buffers, params}};
+    // With vec4 loads and fewer than 4 values short_tail sums every segment (see the WGSL).
+    const bool vectors = knob(schedule, kTeamVectors) == 1;
+    plan.passes = {{"reset_ranges", 1, buffers, params},
+                   {"short_segments", vectors && n < 4 ? 0 : ceil_div(segments, team_segments),
+                    buffers, params}};
+    if (vectors) {
+      plan.passes.push_back({"short_tail", segments == 0 ? 0u : 1u, buffers, params});
+    }
+    // pass_grid bounds the grids that stride over chunks and blocks (see the WGSL).
+    const std::uint64_t grid = knob(schedule, kPassGrid);
+    const std::uint64_t blocks = ceil_div(segments, knob(schedule, kBlockSegments));
+    plan.passes.push_back(
+        {"chunk_partials", grid == 0 ? chunks : std::min(chunks, grid), buffers, params});
+    plan.passes.push_back(
+        {"large_segments", grid == 0 ? blocks : std::min(blocks, grid), buffers, params});
     return plan;
   }
 
@@ -249,6 +288,9 @@ class SegmentedReduceSumF32 final : public KernelDefinition {
             one("length 1", 1000, 1000, "even"), one("length 32", 32 * 301, 301, "even"),
             one("length 1024", 1024 * 37, 37, "even"), one("very long", 3 * 100003, 3, "even"),
             one("mixed", 3001 * 264, 3001, "mixed"), one("mixed", 104729, 400, "mixed"),
+            // Short segments holding the last n % 4 values, which vec4 loads leave to short_tail.
+            one("short tail", 999, 999, "even"), one("short tail", 32 * 300 + 3, 301, "even"),
+            one("fewer than 4 values", 3, 5, "even"),
             // More than 65535 workgroups of short_segments where a workgroup takes at most 32
             // segments (workgroup_size / team_lanes * team_segments).
             one("many-workgroups", 1u << 21, (1u << 21) + 5, "even")};
@@ -262,7 +304,7 @@ class SegmentedReduceSumF32 final : public KernelDefinition {
                                        const DeviceCapabilities& device) const override {
     const std::uint64_t short_max = short_limit(schedule);
     const std::uint64_t chunk = chunk_values(schedule);
-    Problem boundaries = elements_problem(3 + 2 * short_max + 10 * chunk + chunk / 2 + 8);
+    Problem boundaries = elements_problem(3 + 3 * short_max + 10 * chunk + chunk / 2 + 8);
     boundaries.segments = 11;
     std::vector<CaseSpec> cases = {
         {"boundaries short=" + std::to_string(short_max) + " chunk=" + std::to_string(chunk),
@@ -342,10 +384,19 @@ class SegmentedReduceSumF32 final : public KernelDefinition {
   }
 
   // Designed for the H200 (subgroups of 32), one per bucket's regime, not yet timed there:
-  // teams of 8 lanes x 4 values, 4 segments each, for segments of 32; a subgroup per segment
-  // of up to 256 and 1024 values; chunks of 2048 under a short limit of 1024 for longer ones.
+  // teams of 8 lanes x 4 values, 4 segments each, for segments of 32, and with vec4 loads teams
+  // of 8 x 2 or 4 x 4 vec4 (a short limit of 61: a segment of 32 at any alignment); a subgroup
+  // per segment of up to 256 and 1024 values (with vec4 loads up to 2045); chunks of 2048 under
+  // a short limit of 1024 for longer ones. The vec4 points bound the grids of the passes that
+  // such layouts leave at once (pass_grid=1024).
   std::vector<std::string> starting_points() const override {
     return {"team_lanes=8,team_items=4,team_segments=4,use_subgroups=1,block_segments=256",
+            "team_lanes=8,team_items=2,team_segments=4,use_subgroups=1,block_segments=256,"
+            "team_vectors=1,pass_grid=1024",
+            "team_lanes=4,team_items=4,team_segments=4,use_subgroups=1,block_segments=256,"
+            "team_vectors=1",
+            "team_lanes=32,team_items=16,team_segments=2,use_subgroups=1,block_segments=256,"
+            "team_vectors=1,pass_grid=1024",
             "team_lanes=32,team_items=8,team_segments=2,use_subgroups=1,block_segments=256",
             "team_lanes=32,team_items=32,use_subgroups=1,block_segments=256",
             "team_lanes=32,team_items=32,use_subgroups=1,block_segments=64,chunk_items=8"};
@@ -471,6 +522,71 @@ fn strided_sum(first: u32, end: u32) -> f32 {
 fn chunk_at_or_after(p: u32) -> u32 { return p / CHUNK + select(0u, 1u, p % CHUNK != 0u); }
 )";
 
+// team_share: a lane's share of a short segment's sum (0 for a longer one). With f32 loads the
+// team's lanes read consecutive values, TEAM_ITEMS each.
+const char* const kValueTeamShareWgsl = R"(
+fn team_share(range: vec2u, lane: u32) -> f32 {
+  var sum = 0.0;
+  if (range.y - range.x <= SHORT) {
+    for (var k = 0u; k < TEAM_ITEMS; k++) {
+      let i = range.x + k * TEAM + lane;
+      if (i < range.y) { sum += x[i]; }
+    }
+  }
+  return sum;
+}
+)";
+
+// With vec4 loads the team's lanes read consecutive vec4s from the one that holds the segment's
+// first value, TEAM_ITEMS each, through `x4`, a vec4 view of x's binding (WGSL lets two
+// variables share a binding when no entry point uses both; short_segments uses only this one).
+// Only whole vec4s are read: the last n % 4 values, past the view's end, are short_tail's.
+const char* const kVectorTeamShareWgsl = R"(
+@group(0) @binding(1) var<storage, read> x4: array<vec4f>;
+
+fn team_share(range: vec2u, lane: u32) -> f32 {
+  var sum = 0.0;
+  if (range.y - range.x <= SHORT) {
+    let end = min(range.y, params.n & ~3u);
+    for (var k = 0u; k < TEAM_ITEMS; k++) {
+      let i = (range.x & ~3u) + 4u * (k * TEAM + lane);
+      if (i < end) {
+        let q = x4[i / 4u];
+        let inside = vec4<bool>(i >= range.x, i + 1u >= range.x && i + 1u < end,
+                                i + 2u >= range.x && i + 2u < end, i + 3u < end);
+        let kept = select(vec4f(0.0), q, inside);
+        sum += (kept.x + kept.y) + (kept.z + kept.w);
+      }
+    }
+  }
+  return sum;
+}
+
+// The values past the last whole vec4 (at most 3), added to the short segments that hold them
+// by one invocation, in order, after short_segments wrote those segments' sums. Below 4 values
+// the vec4 view would be bound to fewer than its 16 bytes, so short_segments does not run, every
+// segment is short (SHORT is at least 5), and this invocation sums them all.
+@compute @workgroup_size(1)
+fn short_tail() {
+  if (params.n < 4u) {
+    for (var s = 0u; s < params.segments; s++) {
+      let range = segment_range(s);
+      var sum = 0.0;
+      for (var i = range.x; i < range.y; i++) { sum += x[i]; }
+      sums[s] = sum;
+    }
+    return;
+  }
+  for (var i = params.n & ~3u; i < params.n; i++) {
+    let s = segment_of(i, 0u, params.segments);
+    if (s < params.segments) {
+      let range = segment_range(s);
+      if (i < range.y && range.y - range.x <= SHORT) { sums[s] += x[i]; }
+    }
+  }
+}
+)";
+
 const char* const kEntryPointsWgsl = R"(
 @compute @workgroup_size(1)
 fn reset_ranges() {
@@ -499,15 +615,8 @@ fn short_segments(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) 
     let s = first + j * TEAMS;
     var range = vec2u(0u);
     if (s < params.segments) { range = segment_range(s); }
-    var sum = 0.0;
-    if (range.y - range.x <= SHORT) {
-      for (var k = 0u; k < TEAM_ITEMS; k++) {
-        let i = range.x + k * TEAM + lane;
-        if (i < range.y) { sum += x[i]; }
-      }
-    }
     round_ranges[j] = range;
-    acc[j] = sum;
+    acc[j] = team_share(range, lane);
   }
   for (var j = 0u; j < TEAM_SEGMENTS; j++) {
     let s = first + j * TEAMS;
@@ -540,6 +649,11 @@ fn short_segments(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) 
   }
 }
 
+// The chunks that can start inside a long segment (from the one that holds the first long
+// segment's first value to the last long segment's end; none when no segment is long), found
+// once per workgroup. The grid strides over them: one chunk per workgroup with pass_grid 0, else
+// at most pass_grid workgroups, so that a layout without long segments launches few.
+var<workgroup> chunk_span: vec2u;
 // Where the chunk's values of a long segment end, or 0 when its first value lies in no long
 // segment (the others' values are the other passes'). Found by one invocation and shared: loads
 // of offsets do not count as uniform, and the workgroup's sum needs uniform control flow.
@@ -548,68 +662,86 @@ var<workgroup> chunk_end: u32;
 @compute @workgroup_size(WG)
 fn chunk_partials(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
                    id: Invocation) {
-  let c = linear_workgroup(group, groups);
-  if (c >= params.chunks) { return; }
-  let p = c * CHUNK;
   if (id.local == 0u) {
-    var end = 0u;
+    let first = atomicLoad(&ranges[RANGE_LONG]);
     let last = min(atomicLoad(&ranges[RANGE_LONG + 1u]), params.segments);
-    let s = segment_of(p, atomicLoad(&ranges[RANGE_LONG]), last);
-    if (s < params.segments) {
-      let range = segment_range(s);
-      if (range.y - range.x > CHUNK && p < range.y) { end = min(p + CHUNK, range.y); }
+    var span = vec2u(0u);
+    if (first < last) {
+      span = vec2u(min(offsets[first], params.n) / CHUNK,
+                   min(params.chunks, chunk_at_or_after(min(offsets[last], params.n))));
     }
-    chunk_end = end;
+    chunk_span = span;
   }
-  let end = workgroupUniformLoad(&chunk_end);
-  if (end == 0u) { return; }
-  let total = workgroup_sum(strided_sum(p + id.local, end), id);
-  if (id.local == 0u) { partials[c] = total; }
+  let span = workgroupUniformLoad(&chunk_span);
+  let grid = groups.x * groups.y;
+  for (var c = span.x + linear_workgroup(group, groups); c < span.y; c += grid) {
+    let p = c * CHUNK;
+    if (id.local == 0u) {
+      var end = 0u;
+      let last = min(atomicLoad(&ranges[RANGE_LONG + 1u]), params.segments);
+      let s = segment_of(p, atomicLoad(&ranges[RANGE_LONG]), last);
+      if (s < params.segments) {
+        let range = segment_range(s);
+        if (range.y - range.x > CHUNK && p < range.y) { end = min(p + CHUNK, range.y); }
+      }
+      chunk_end = end;
+    }
+    let end = workgroupUniformLoad(&chunk_end);
+    if (end != 0u) {
+      let total = workgroup_sum(strided_sum(p + id.local, end), id);
+      if (id.local == 0u) { partials[c] = total; }
+    }
+    workgroupBarrier();  // chunk_end is written again
+  }
 }
 
 var<workgroup> large_list: array<u32, BLOCK>;
 var<workgroup> large_count: atomic<u32>;
 var<workgroup> large_total: u32;  // large_count, for workgroupUniformLoad
-var<workgroup> block_has_large: u32;
+// The blocks that meet the range of segments longer than short (none when there is none),
+// strided over by the grid as chunk_partials' chunks are.
+var<workgroup> block_span: vec2u;
 
 @compute @workgroup_size(WG)
 fn large_segments(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
                    id: Invocation) {
-  let block = linear_workgroup(group, groups);
   if (id.local == 0u) {
-    atomicStore(&large_count, 0u);
-    // Whether [start, start + BLOCK) meets [first, last), without overflowing start + BLOCK.
-    let start = block * BLOCK;
     let first = atomicLoad(&ranges[RANGE_LARGE]);
-    let last = atomicLoad(&ranges[RANGE_LARGE + 1u]);
-    block_has_large = select(0u, 1u, start < last && (first <= start || first - start < BLOCK));
+    let last = min(atomicLoad(&ranges[RANGE_LARGE + 1u]), params.segments);
+    let blocks_end = last / BLOCK + select(0u, 1u, last % BLOCK != 0u);
+    block_span = select(vec2u(0u), vec2u(first / BLOCK, blocks_end), first < last);
   }
-  // Also the barrier that orders large_count's store before the atomicAdds below.
-  if (workgroupUniformLoad(&block_has_large) == 0u) { return; }
-  let s = block * BLOCK + id.local;
-  if (id.local < BLOCK && s < params.segments) {
-    let range = segment_range(s);
-    if (range.y - range.x > SHORT) { large_list[atomicAdd(&large_count, 1u)] = s; }
-  }
-  workgroupBarrier();
-  if (id.local == 0u) { large_total = atomicLoad(&large_count); }
-  let count = workgroupUniformLoad(&large_total);
-  for (var k = 0u; k < count; k++) {
-    let segment = large_list[k];
-    let range = segment_range(segment);
-    var acc = 0.0;
-    if (range.y - range.x <= CHUNK) {
-      acc = strided_sum(range.x + id.local, range.y);
-    } else {
-      // The head, then the partial of every chunk that starts inside the segment.
-      let first_chunk = chunk_at_or_after(range.x);
-      acc = strided_sum(range.x + id.local, first_chunk * CHUNK);
-      for (var c = first_chunk + id.local; c < chunk_at_or_after(range.y); c += WG) {
-        acc += partials[c];
-      }
+  let span = workgroupUniformLoad(&block_span);
+  let grid = groups.x * groups.y;
+  for (var block = span.x + linear_workgroup(group, groups); block < span.y; block += grid) {
+    if (id.local == 0u) { atomicStore(&large_count, 0u); }
+    workgroupBarrier();
+    let s = block * BLOCK + id.local;
+    if (id.local < BLOCK && s < params.segments) {
+      let range = segment_range(s);
+      if (range.y - range.x > SHORT) { large_list[atomicAdd(&large_count, 1u)] = s; }
     }
-    let total = workgroup_sum(acc, id);
-    if (id.local == 0u) { sums[segment] = total; }
+    workgroupBarrier();
+    if (id.local == 0u) { large_total = atomicLoad(&large_count); }
+    let count = workgroupUniformLoad(&large_total);
+    for (var k = 0u; k < count; k++) {
+      let segment = large_list[k];
+      let range = segment_range(segment);
+      var acc = 0.0;
+      if (range.y - range.x <= CHUNK) {
+        acc = strided_sum(range.x + id.local, range.y);
+      } else {
+        // The head, then the partial of every chunk that starts inside the segment.
+        let first_chunk = chunk_at_or_after(range.x);
+        acc = strided_sum(range.x + id.local, first_chunk * CHUNK);
+        for (var c = first_chunk + id.local; c < chunk_at_or_after(range.y); c += WG) {
+          acc += partials[c];
+        }
+      }
+      let total = workgroup_sum(acc, id);
+      if (id.local == 0u) { sums[segment] = total; }
+    }
+    workgroupBarrier();  // large_list, large_count and large_total are written again
   }
 }
 )";
@@ -630,7 +762,9 @@ std::string SegmentedReduceSumF32::generate_wgsl(const Schedule& schedule) const
               {"CHUNK", static_cast<std::uint32_t>(chunk_values(schedule)),
                "values per chunk; longer segments are long"}}) +
          (subgroups ? kSubgroupInvocationWgsl : kInvocationWgsl) +
-         (subgroups ? kSubgroupSumsWgsl : kTreeSumsWgsl) + kHelpersWgsl + kEntryPointsWgsl;
+         (subgroups ? kSubgroupSumsWgsl : kTreeSumsWgsl) + kHelpersWgsl +
+         (knob(schedule, kTeamVectors) == 1 ? kVectorTeamShareWgsl : kValueTeamShareWgsl) +
+         kEntryPointsWgsl;
 }
 
 }  // namespace

@@ -58,28 +58,41 @@ fn report_duplicate(key: u32) {
   atomicStore(&status[2], key);
 }
 
-fn insert(key: u32, payload: u32) {
+// A build row's first claim: key 0xffffffff counts its row in the extra slot (x = the count
+// before it); another key compare-exchanges its home slot (x = the key word it held, y = 1 when
+// this row claimed it).
+fn first_claim(key: u32) -> vec2u {
+  if (key == EMPTY) { return vec2u(atomicAdd(&table[key_word(params.capacity)], 1u), 0u); }
+  let claimed = atomicCompareExchangeWeak(&table[key_word(first_slot(key))], EMPTY, key);
+  return vec2u(claimed.old_value, select(0u, 1u, claimed.exchanged));
+}
+
+fn finish_insert(key: u32, payload: u32, first: vec2u) {
   if (key == EMPTY) {
-    let slot = params.capacity;
-    if (atomicAdd(&table[key_word(slot)], 1u) == 0u) {
-      atomicStore(&table[payload_word(slot)], payload);
+    if (first.x == 0u) {
+      atomicStore(&table[payload_word(params.capacity)], payload);
     } else {
       report_duplicate(key);
     }
     return;
   }
   var slot = first_slot(key);
+  var held = first.x;
+  var exchanged = first.y == 1u;
   for (var step = 1u; step <= params.capacity; step++) {
-    let claimed = atomicCompareExchangeWeak(&table[key_word(slot)], EMPTY, key);
-    if (claimed.exchanged) {
+    if (exchanged) {
       atomicStore(&table[payload_word(slot)], payload);
       return;
     }
-    if (claimed.old_value == key) {
+    if (held == key) {
       report_duplicate(key);
       return;
     }
-    if (claimed.old_value != EMPTY) { slot = next_slot(slot, step); }
+    if (step == params.capacity) { break; }
+    if (held != EMPTY) { slot = next_slot(slot, step); }
+    let claimed = atomicCompareExchangeWeak(&table[key_word(slot)], EMPTY, key);
+    held = claimed.old_value;
+    exchanged = claimed.exchanged;
   }
 }
 
@@ -87,60 +100,95 @@ fn insert(key: u32, payload: u32) {
 fn build(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
          @builtin(local_invocation_index) local: u32) {
   let first = linear_workgroup(group, groups) * (WG * ROWS) + local;
+  var key = array<u32, ROWS>();
+  var payload = array<u32, ROWS>();
   for (var r = 0u; r < ROWS; r++) {
     let row = first + r * WG;
-    if (row < params.build_n) { insert(build_keys[row], build_payloads[row]); }
+    if (row < params.build_n) {
+      key[r] = build_keys[row];
+      payload[r] = build_payloads[row];
+    }
+  }
+  var claim = array<vec2u, ROWS>();
+  for (var r = 0u; r < ROWS; r++) {
+    if (first + r * WG < params.build_n) { claim[r] = first_claim(key[r]); }
+  }
+  for (var r = 0u; r < ROWS; r++) {
+    if (first + r * WG < params.build_n) { finish_insert(key[r], payload[r], claim[r]); }
   }
 }
 
-fn lookup(key: u32) -> vec2u {
+@group(0) @binding(5) var<storage, read_write> table_slots: array<vec2u>;
+fn load_slot(slot: u32) -> vec2u { return table_slots[slot]; }
+fn slot_payload(slot: u32, held: vec2u) -> u32 { return held.y; }
+
+fn home_slot(key: u32) -> u32 { return select(first_slot(key), params.capacity, key == EMPTY); }
+
+fn finish_lookup(key: u32, home: u32, home_held: vec2u) -> vec2u {
   if (key == EMPTY) {
-    let slot = params.capacity;
-    return vec2u(select(0u, 1u, atomicLoad(&table[key_word(slot)]) != 0u),
-                 atomicLoad(&table[payload_word(slot)]));
+    return vec2u(select(0u, 1u, home_held.x != 0u), slot_payload(home, home_held));
   }
-  var slot = first_slot(key);
+  var slot = home;
+  var held = home_held;
   for (var step = 1u; step <= params.capacity; step++) {
-    let held = atomicLoad(&table[key_word(slot)]);
-    if (held == key) { return vec2u(1u, atomicLoad(&table[payload_word(slot)])); }
-    if (held == EMPTY) { break; }
+    if (held.x == key) { return vec2u(1u, slot_payload(slot, held)); }
+    if (held.x == EMPTY) { break; }
     slot = next_slot(slot, step);
+    held = load_slot(slot);
   }
   return vec2u(0u, 0u);
+}
+
+struct Invocation {
+  @builtin(local_invocation_index) local: u32,
 }
 
 var<workgroup> workgroup_matches: atomic<u32>;
 var<workgroup> workgroup_base: u32;
 
-@compute @workgroup_size(WG)
-fn probe(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
-         @builtin(local_invocation_index) local: u32) {
-  if (local == 0u) { atomicStore(&workgroup_matches, 0u); }
+fn write_pairs(found: array<vec2u, ROWS>, probe_payload: array<u32, ROWS>, id: Invocation) {
+  if (id.local == 0u) { atomicStore(&workgroup_matches, 0u); }
   workgroupBarrier();
-  let first = linear_workgroup(group, groups) * (WG * ROWS) + local;
-  // Each match's place among the workgroup's (or NONE), its probe payload and build payload.
   var place = array<u32, ROWS>();
-  var probe_payload = array<u32, ROWS>();
-  var build_payload = array<u32, ROWS>();
   for (var r = 0u; r < ROWS; r++) {
     place[r] = NONE;
-    let row = first + r * WG;
-    if (row < params.n) {
-      let found = lookup(probe_keys[row]);
-      if (found.x == 1u) {
-        place[r] = atomicAdd(&workgroup_matches, 1u);
-        probe_payload[r] = probe_payloads[row];
-        build_payload[r] = found.y;
-      }
-    }
+    if (found[r].x == 1u) { place[r] = atomicAdd(&workgroup_matches, 1u); }
   }
   workgroupBarrier();
-  if (local == 0u) { workgroup_base = atomicAdd(&status[0], atomicLoad(&workgroup_matches)); }
+  if (id.local == 0u) { workgroup_base = atomicAdd(&status[0], atomicLoad(&workgroup_matches)); }
   let base = workgroupUniformLoad(&workgroup_base);
   for (var r = 0u; r < ROWS; r++) {
     if (place[r] != NONE) {
       pairs_probe[base + place[r]] = probe_payload[r];
-      pairs_build[base + place[r]] = build_payload[r];
+      pairs_build[base + place[r]] = found[r].y;
     }
   }
+}
+
+@compute @workgroup_size(WG)
+fn probe(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+         id: Invocation) {
+  let first = linear_workgroup(group, groups) * (WG * ROWS) + id.local;
+  var key = array<u32, ROWS>();
+  var probe_payload = array<u32, ROWS>();
+  for (var r = 0u; r < ROWS; r++) {
+    let row = first + r * WG;
+    if (row < params.n) {
+      key[r] = probe_keys[row];
+      probe_payload[r] = probe_payloads[row];
+    }
+  }
+  var home = array<u32, ROWS>();
+  var held = array<vec2u, ROWS>();
+  for (var r = 0u; r < ROWS; r++) {
+    if (first + r * WG < params.n) {
+      home[r] = home_slot(key[r]);
+      held[r] = load_slot(home[r]);
+    }
+  }
+  var found = array<vec2u, ROWS>();
+  for (var r = 0u; r < ROWS; r++) {
+    if (first + r * WG < params.n) { found[r] = finish_lookup(key[r], home[r], held[r]); }
+  }
+  write_pairs(found, probe_payload, id);
 }

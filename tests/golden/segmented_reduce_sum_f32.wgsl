@@ -90,6 +90,17 @@ fn strided_sum(first: u32, end: u32) -> f32 {
 // The first chunk that starts at or after value p.
 fn chunk_at_or_after(p: u32) -> u32 { return p / CHUNK + select(0u, 1u, p % CHUNK != 0u); }
 
+fn team_share(range: vec2u, lane: u32) -> f32 {
+  var sum = 0.0;
+  if (range.y - range.x <= SHORT) {
+    for (var k = 0u; k < TEAM_ITEMS; k++) {
+      let i = range.x + k * TEAM + lane;
+      if (i < range.y) { sum += x[i]; }
+    }
+  }
+  return sum;
+}
+
 @compute @workgroup_size(1)
 fn reset_ranges() {
   atomicStore(&ranges[RANGE_LARGE], NO_SEGMENT);
@@ -117,15 +128,8 @@ fn short_segments(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) 
     let s = first + j * TEAMS;
     var range = vec2u(0u);
     if (s < params.segments) { range = segment_range(s); }
-    var sum = 0.0;
-    if (range.y - range.x <= SHORT) {
-      for (var k = 0u; k < TEAM_ITEMS; k++) {
-        let i = range.x + k * TEAM + lane;
-        if (i < range.y) { sum += x[i]; }
-      }
-    }
     round_ranges[j] = range;
-    acc[j] = sum;
+    acc[j] = team_share(range, lane);
   }
   for (var j = 0u; j < TEAM_SEGMENTS; j++) {
     let s = first + j * TEAMS;
@@ -158,6 +162,11 @@ fn short_segments(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) 
   }
 }
 
+// The chunks that can start inside a long segment (from the one that holds the first long
+// segment's first value to the last long segment's end; none when no segment is long), found
+// once per workgroup. The grid strides over them: one chunk per workgroup with pass_grid 0, else
+// at most pass_grid workgroups, so that a layout without long segments launches few.
+var<workgroup> chunk_span: vec2u;
 // Where the chunk's values of a long segment end, or 0 when its first value lies in no long
 // segment (the others' values are the other passes'). Found by one invocation and shared: loads
 // of offsets do not count as uniform, and the workgroup's sum needs uniform control flow.
@@ -166,67 +175,85 @@ var<workgroup> chunk_end: u32;
 @compute @workgroup_size(WG)
 fn chunk_partials(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
                    id: Invocation) {
-  let c = linear_workgroup(group, groups);
-  if (c >= params.chunks) { return; }
-  let p = c * CHUNK;
   if (id.local == 0u) {
-    var end = 0u;
+    let first = atomicLoad(&ranges[RANGE_LONG]);
     let last = min(atomicLoad(&ranges[RANGE_LONG + 1u]), params.segments);
-    let s = segment_of(p, atomicLoad(&ranges[RANGE_LONG]), last);
-    if (s < params.segments) {
-      let range = segment_range(s);
-      if (range.y - range.x > CHUNK && p < range.y) { end = min(p + CHUNK, range.y); }
+    var span = vec2u(0u);
+    if (first < last) {
+      span = vec2u(min(offsets[first], params.n) / CHUNK,
+                   min(params.chunks, chunk_at_or_after(min(offsets[last], params.n))));
     }
-    chunk_end = end;
+    chunk_span = span;
   }
-  let end = workgroupUniformLoad(&chunk_end);
-  if (end == 0u) { return; }
-  let total = workgroup_sum(strided_sum(p + id.local, end), id);
-  if (id.local == 0u) { partials[c] = total; }
+  let span = workgroupUniformLoad(&chunk_span);
+  let grid = groups.x * groups.y;
+  for (var c = span.x + linear_workgroup(group, groups); c < span.y; c += grid) {
+    let p = c * CHUNK;
+    if (id.local == 0u) {
+      var end = 0u;
+      let last = min(atomicLoad(&ranges[RANGE_LONG + 1u]), params.segments);
+      let s = segment_of(p, atomicLoad(&ranges[RANGE_LONG]), last);
+      if (s < params.segments) {
+        let range = segment_range(s);
+        if (range.y - range.x > CHUNK && p < range.y) { end = min(p + CHUNK, range.y); }
+      }
+      chunk_end = end;
+    }
+    let end = workgroupUniformLoad(&chunk_end);
+    if (end != 0u) {
+      let total = workgroup_sum(strided_sum(p + id.local, end), id);
+      if (id.local == 0u) { partials[c] = total; }
+    }
+    workgroupBarrier();  // chunk_end is written again
+  }
 }
 
 var<workgroup> large_list: array<u32, BLOCK>;
 var<workgroup> large_count: atomic<u32>;
 var<workgroup> large_total: u32;  // large_count, for workgroupUniformLoad
-var<workgroup> block_has_large: u32;
+// The blocks that meet the range of segments longer than short (none when there is none),
+// strided over by the grid as chunk_partials' chunks are.
+var<workgroup> block_span: vec2u;
 
 @compute @workgroup_size(WG)
 fn large_segments(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
                    id: Invocation) {
-  let block = linear_workgroup(group, groups);
   if (id.local == 0u) {
-    atomicStore(&large_count, 0u);
-    // Whether [start, start + BLOCK) meets [first, last), without overflowing start + BLOCK.
-    let start = block * BLOCK;
     let first = atomicLoad(&ranges[RANGE_LARGE]);
-    let last = atomicLoad(&ranges[RANGE_LARGE + 1u]);
-    block_has_large = select(0u, 1u, start < last && (first <= start || first - start < BLOCK));
+    let last = min(atomicLoad(&ranges[RANGE_LARGE + 1u]), params.segments);
+    let blocks_end = last / BLOCK + select(0u, 1u, last % BLOCK != 0u);
+    block_span = select(vec2u(0u), vec2u(first / BLOCK, blocks_end), first < last);
   }
-  // Also the barrier that orders large_count's store before the atomicAdds below.
-  if (workgroupUniformLoad(&block_has_large) == 0u) { return; }
-  let s = block * BLOCK + id.local;
-  if (id.local < BLOCK && s < params.segments) {
-    let range = segment_range(s);
-    if (range.y - range.x > SHORT) { large_list[atomicAdd(&large_count, 1u)] = s; }
-  }
-  workgroupBarrier();
-  if (id.local == 0u) { large_total = atomicLoad(&large_count); }
-  let count = workgroupUniformLoad(&large_total);
-  for (var k = 0u; k < count; k++) {
-    let segment = large_list[k];
-    let range = segment_range(segment);
-    var acc = 0.0;
-    if (range.y - range.x <= CHUNK) {
-      acc = strided_sum(range.x + id.local, range.y);
-    } else {
-      // The head, then the partial of every chunk that starts inside the segment.
-      let first_chunk = chunk_at_or_after(range.x);
-      acc = strided_sum(range.x + id.local, first_chunk * CHUNK);
-      for (var c = first_chunk + id.local; c < chunk_at_or_after(range.y); c += WG) {
-        acc += partials[c];
-      }
+  let span = workgroupUniformLoad(&block_span);
+  let grid = groups.x * groups.y;
+  for (var block = span.x + linear_workgroup(group, groups); block < span.y; block += grid) {
+    if (id.local == 0u) { atomicStore(&large_count, 0u); }
+    workgroupBarrier();
+    let s = block * BLOCK + id.local;
+    if (id.local < BLOCK && s < params.segments) {
+      let range = segment_range(s);
+      if (range.y - range.x > SHORT) { large_list[atomicAdd(&large_count, 1u)] = s; }
     }
-    let total = workgroup_sum(acc, id);
-    if (id.local == 0u) { sums[segment] = total; }
+    workgroupBarrier();
+    if (id.local == 0u) { large_total = atomicLoad(&large_count); }
+    let count = workgroupUniformLoad(&large_total);
+    for (var k = 0u; k < count; k++) {
+      let segment = large_list[k];
+      let range = segment_range(segment);
+      var acc = 0.0;
+      if (range.y - range.x <= CHUNK) {
+        acc = strided_sum(range.x + id.local, range.y);
+      } else {
+        // The head, then the partial of every chunk that starts inside the segment.
+        let first_chunk = chunk_at_or_after(range.x);
+        acc = strided_sum(range.x + id.local, first_chunk * CHUNK);
+        for (var c = first_chunk + id.local; c < chunk_at_or_after(range.y); c += WG) {
+          acc += partials[c];
+        }
+      }
+      let total = workgroup_sum(acc, id);
+      if (id.local == 0u) { sums[segment] = total; }
+    }
+    workgroupBarrier();  // large_list, large_count and large_total are written again
   }
 }

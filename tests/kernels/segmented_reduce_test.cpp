@@ -1,6 +1,7 @@
 // segmented_reduce_sum_f32: the host rule for offsets (each error names the offset that breaks
 // it), the plan's passes and grids, and each path on the real adapter: short segments summed by
-// teams of 1 to 16 lanes, one or several segments each (trees or subgroup shuffles), medium
+// teams of 1 to 16 lanes, one or several segments each (trees or subgroup shuffles; f32 or
+// vec4 loads, the latter with short_tail's last n % 4 values), medium
 // ones by a workgroup, long ones by several workgroups' chunk partials, with every schedule's
 // own cases (segments just past each threshold, and a long segment of more chunks than the
 // workgroup has invocations).
@@ -60,6 +61,14 @@ TEST(SegmentOffsetsTest, ThePlanRunsEachPathOverItsOwnGrid) {
   EXPECT_EQ(plan->passes[2].workgroups, (1'000'000 + 4095) / 4096);
   EXPECT_EQ(plan->passes[3].entry_point, "large_segments");
   EXPECT_EQ(plan->passes[3].workgroups, (70'000 + 63) / 64);
+  // With vec4 loads one invocation adds the values past the last whole vec4 after the teams.
+  auto vector_plan =
+      kernel.plan(kernels::parse_schedule_overrides(kernel, "team_vectors=1").value(), problem,
+                  kernels::DeviceCapabilities{});
+  ASSERT_TRUE(vector_plan.ok()) << vector_plan.error().to_string();
+  ASSERT_EQ(vector_plan->passes.size(), 5u);
+  EXPECT_EQ(vector_plan->passes[2].entry_point, "short_tail");
+  EXPECT_EQ(vector_plan->passes[2].workgroups, 1u);
   problem.segments = std::uint64_t{1} << 32;
   EXPECT_EQ(kernel.check_problem(problem).error().message(),
             "Segment count (4294967296) exceeds the largest that segmented_reduce_sum_f32 "
@@ -81,8 +90,10 @@ TEST(SegmentOffsetsTest, EachSchedulesCasesReachEveryThresholdAndLevel) {
     const Schedule& schedule = space[i];
     SCOPED_TRACE(schedule.to_string());
     const std::uint64_t wg = static_cast<std::uint64_t>(*schedule.get("workgroup_size"));
-    const std::uint64_t short_max =
+    // With vec4 loads a team covers 4 lanes x items values from a multiple of 4.
+    const std::uint64_t covered =
         static_cast<std::uint64_t>(*schedule.get("team_lanes") * *schedule.get("team_items"));
+    const std::uint64_t short_max = *schedule.get("team_vectors") == 1 ? 4 * covered - 3 : covered;
     const std::uint64_t chunk = wg * static_cast<std::uint64_t>(*schedule.get("chunk_items"));
     const std::vector<kernels::CaseSpec> cases = kernel.schedule_cases(schedule, device);
     ASSERT_EQ(cases.size(), 2u);
@@ -141,6 +152,12 @@ TEST_F(SegmentedReducePathsTest, EveryPathMatchesTheOracleAtEachThreshold) {
       "team_lanes=4,team_items=8,team_segments=4,chunk_items=8,workgroup_size=64,"
       "block_segments=16",
       "team_lanes=8,team_items=32,team_segments=2,chunk_items=32,workgroup_size=128",
+      // vec4 loads (short limits 29 and 13) and short_tail's last n % 4 values; grids of 32
+      // workgroups that stride over the chunks and blocks.
+      "team_vectors=1,team_lanes=4,team_items=2,chunk_items=8,workgroup_size=64,"
+      "block_segments=16,pass_grid=32",
+      "team_vectors=1,team_lanes=1,team_items=4,team_segments=2,chunk_items=8,"
+      "workgroup_size=64,block_segments=16",
   };
   if (capabilities_.subgroups) {
     schedules.push_back("use_subgroups=1,team_lanes=4,team_items=4,chunk_items=8");
@@ -148,6 +165,8 @@ TEST_F(SegmentedReducePathsTest, EveryPathMatchesTheOracleAtEachThreshold) {
         "use_subgroups=1,team_lanes=8,team_items=1,chunk_items=8,workgroup_size=64,"
         "block_segments=16");
     schedules.push_back("use_subgroups=1,team_lanes=8,team_items=4,team_segments=8,chunk_items=8");
+    schedules.push_back(
+        "use_subgroups=1,team_vectors=1,team_lanes=8,team_items=2,team_segments=4,chunk_items=8");
   }
   const kernels::KernelDefinition& kernel = segmented();
   for (const std::string& overrides : schedules) {

@@ -1,0 +1,59 @@
+// hash_join_u32's probe variants on the real adapter: the slot read by atomic word loads or by one
+// 8-byte load, and the matches placed by a workgroup atomic per match or by subgroup ranks with
+// one atomic per subgroup (in workgroup or global memory), each with several rows in flight per
+// invocation, against the oracle on the kernel's own small certification cases (every profile:
+// half, all and no matches, the extreme keys 0 and 0xffffffff, a repeated build key).
+
+#include <gtest/gtest.h>
+
+#include "gpu/gpu_test_support.hpp"
+#include "support/seeded_test.hpp"
+#include "wgsl_forge/forge.hpp"
+#include "wgsl_forge/kernel_runner.hpp"
+#include "wgsl_forge/kernels.hpp"
+
+namespace wgsl_forge {
+namespace {
+
+class HashJoinProbeTest : public testing::SeededTest {
+ protected:
+  gpu::Device& device_ = testing::shared_device();
+  const kernels::DeviceCapabilities capabilities_ = forge::capabilities_of(device_.adapter());
+  const kernels::KernelDefinition& kernel_ = *kernels::find_kernel("hash_join_u32").value();
+};
+
+TEST_F(HashJoinProbeTest, EveryProbeVariantMatchesTheOracle) {
+  std::vector<std::string> schedules = {
+      "slot_loads=0,match_places=0",  // revision 1's probe
+      "rows_per_invocation=4,workgroup_size=64",
+      "slot_loads=0,rows_per_invocation=2,probing=1",
+  };
+  if (capabilities_.subgroups) {
+    schedules.push_back("rows_per_invocation=4,match_places=1");
+    schedules.push_back("rows_per_invocation=8,match_places=2,workgroup_size=128,probing=1");
+    schedules.push_back("slot_loads=0,match_places=1,table_factor=4,workgroup_size=64");
+    schedules.push_back("match_places=2,rows_per_invocation=2");
+  }
+  for (const std::string& overrides : schedules) {
+    const Schedule schedule = kernels::parse_schedule_overrides(kernel_, overrides).value();
+    ASSERT_TRUE(kernel_.check_schedule(schedule, capabilities_).ok()) << overrides;
+    auto generated =
+        kernels::generate_builtin(kernel_, schedule, TargetBackend::kWgsl, capabilities_);
+    ASSERT_TRUE(generated.ok()) << generated.error().to_string();
+    auto prepared = forge::PreparedKernel::prepare(device_, kernel_, *generated);
+    ASSERT_TRUE(prepared.ok()) << prepared.error().to_string();
+    for (const kernels::CaseSpec& spec : kernel_.certification_cases()) {
+      if (spec.problem.elements > 200'000) continue;  // the many-workgroups case: certify's
+      SCOPED_TRACE(overrides + " " + spec.name + " " + trace());
+      const kernels::CaseInputs inputs = kernel_.make_inputs(spec, random_());
+      auto outputs = prepared->run(inputs);
+      ASSERT_TRUE(outputs.ok()) << outputs.error().to_string();
+      const kernels::CaseVerdict verdict = kernel_.check(inputs, *outputs);
+      EXPECT_TRUE(verdict.failed_checks.empty()) << verdict.failed_checks.front();
+      EXPECT_EQ(verdict.report.mismatch_count, 0u);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace wgsl_forge
