@@ -53,8 +53,11 @@ const KnobSpec kVectorLoads{"vector_loads",
                             "vec4, whole k-tiles inside C without bounds tests",
                             {0, 1},
                             0};
-const KnobSpec kUnrollDepth{
-    "unroll_depth", "1: the loop over a tile's depth unrolled into constant steps", {0, 1}, 0};
+const KnobSpec kUnrollDepth{"unroll_depth",
+                            "1: the loop over a tile's depth unrolled into constant steps (up to "
+                            "512 multiply-adds: tile_k x thread_m x thread_n)",
+                            {0, 1},
+                            0};
 
 class GemmF32 final : public KernelDefinition {
  public:
@@ -114,6 +117,17 @@ class GemmF32 final : public KernelDefinition {
                        std::to_string(std::max(tile_m, tile_n)) +
                        "): some invocations would stage no " +
                        (per_vector == 4 ? "vector" : "value") + " of A or B.");
+    }
+    // Unrolled, the depth loop is tile_k x thread_m x thread_n multiply-adds of straight code:
+    // 512 took lavapipe 4-5 s of CPU to compile with the rest of the module, 1024 (8 x 8 x 16)
+    // 21 s, which every tune on lavapipe that drew it would pay.
+    constexpr std::uint32_t kLargestUnrolledDepth = 512;
+    if (knob(schedule, kUnrollDepth) == 1 && tile_k * thread_m * thread_n > kLargestUnrolledDepth) {
+      return Error(ErrorKind::kInvalidInput,
+                   "Knob unroll_depth (1) unrolls tile_k x thread_m x thread_n (" +
+                       std::to_string(tile_k * thread_m * thread_n) +
+                       ") multiply-adds per k-tile, more than " +
+                       std::to_string(kLargestUnrolledDepth) + ".");
     }
     const std::uint64_t bytes = 4ull * (tile_m + tile_n) * tile_k * knob(schedule, kStages);
     if (bytes > device.max_workgroup_storage_size) {

@@ -341,6 +341,14 @@ TEST(KernelCatalogTest, IllegalSchedulesNameTheKnobTheValueAndTheLimit) {
   EXPECT_EQ(gemm.check_schedule(schedule, large_adapter()).error().message(),
             "Knobs tile_k x thread_m x thread_n (512) are fewer than 4 x the larger of tile_m "
             "and tile_n (256): some invocations would stage no vector of A or B.");
+  schedule = kernels::parse_schedule_overrides(
+                 gemm, "tile_m=128,tile_n=128,tile_k=16,thread_m=8,thread_n=8,unroll_depth=1")
+                 .value();
+  EXPECT_EQ(gemm.check_schedule(schedule, large_adapter()).error().message(),
+            "Knob unroll_depth (1) unrolls tile_k x thread_m x thread_n (1024) multiply-adds per "
+            "k-tile, more than 512.");
+  schedule.set("tile_k", 8);
+  EXPECT_TRUE(gemm.check_schedule(schedule, large_adapter()).ok());
 
   // Radix sort: 8-bit digits need the subgroup ranking, which needs subgroups of 8 or more.
   const KernelDefinition& sort = *kernels::find_kernel("radix_sort_u32").value();
