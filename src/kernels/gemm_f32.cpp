@@ -16,16 +16,18 @@
 // TFLOP/s on the H200; unrolling the depth loop too reached 30.0 but made lavapipe compile the
 // kernel 2-3 times slower, so that is a knob, unroll_depth).
 // Revision 4 adds, as knobs, so that revision 3 stays the schedule stages=1, vector_loads=0,
-// unroll_depth=0: two stages of workgroup tiles (the next tiles are staged into the other stage
-// after the multiplication: one barrier per k-tile instead of two); a second entry point,
-// gemm_vec4, that the plan takes where k and n are multiples of 4: A and B loaded and C stored
-// as vec4 through vec4 views of the same buffers, and no bounds tests on the loads of whole
-// k-tiles of a workgroup inside C; and 256-column tiles (thread 8 x 8 at 128 x 256: 512
-// invocations, 64 accumulators each).
+// unroll_depth=0, tile_rows_per_group=1: two stages of workgroup tiles (the next tiles are
+// staged into the other stage after the multiplication: one barrier per k-tile instead of two);
+// a second entry point, gemm_vec4, that the plan takes where k and n are multiples of 4: A and B
+// loaded and C stored as vec4 through vec4 views of the same buffers, and no bounds tests on the
+// loads of whole k-tiles of a workgroup inside C; tiles taken column by column within groups of
+// tile rows (tile_rows_per_group), for the L2's sake; and 256-column tiles (thread 8 x 8 at
+// 128 x 256: 512 invocations, 64 accumulators each).
 // Edges are handled by loading zeros past m, n or k and not storing past m or n. Knobs: tile_m,
-// tile_n, tile_k, thread_m, thread_n, stages, vector_loads, unroll_depth. Workgroup size is
-// (tile_m / thread_m) (tile_n / thread_n); workgroup memory is 4 (tile_m + tile_n) tile_k stages
-// bytes (the H200 offers 48 KiB through Dawn, which the device requests whole).
+// tile_n, tile_k, thread_m, thread_n, stages, vector_loads, unroll_depth, tile_rows_per_group.
+// Workgroup size is (tile_m / thread_m) (tile_n / thread_n); workgroup memory is
+// 4 (tile_m + tile_n) tile_k stages bytes (the H200 offers 48 KiB through Dawn, which the device
+// requests whole).
 //
 // Oracle: the product in double. Tolerance (accumulation in any order, subnormals may flush):
 // |c - exact| <= k 2^-23 sum_l |a_il b_lj| + k FLT_MIN. FLOPs: 2 m n k.
@@ -53,6 +55,12 @@ const KnobSpec kVectorLoads{"vector_loads",
                             "vec4, whole k-tiles inside C without bounds tests",
                             {0, 1},
                             0};
+const KnobSpec kTileRowsPerGroup{
+    "tile_rows_per_group",
+    "workgroups take C's tiles in groups of this many tile rows, column by column (1: row by "
+    "row), so that the workgroups running at once share A's rows and B's columns in L2",
+    {1, 8},
+    1};
 const KnobSpec kUnrollDepth{"unroll_depth",
                             "1: the loop over a tile's depth unrolled into constant steps (up to "
                             "512 multiply-adds: tile_k x thread_m x thread_n)",
@@ -66,7 +74,8 @@ class GemmF32 final : public KernelDefinition {
   std::string_view summary() const override { return "C = A x B, row-major f32, any m, n, k"; }
 
   std::vector<KnobSpec> knobs() const override {
-    return {kTileM, kTileN, kTileK, kThreadM, kThreadN, kStages, kVectorLoads, kUnrollDepth};
+    return {kTileM,  kTileN,       kTileK,       kThreadM,         kThreadN,
+            kStages, kVectorLoads, kUnrollDepth, kTileRowsPerGroup};
   }
 
   // Elements of A, B and C are indexed row * columns + column in u32.
@@ -364,16 +373,30 @@ fn store_vector(r: u32, col: u32, values: vec4f) {
 }
 )";
 
-// An entry point's parameters and prologue, after `fn <name>`.
+// An entry point's parameters and its linear workgroup index, after `fn <name>`.
 const char* const kEntryHeadWgsl =
     R"((@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
         @builtin(local_invocation_index) local: u32) {
   let tile = linear_workgroup(group, groups);
-  let row0 = (tile / params.tiles_n) * TILE_M;
-  let col0 = (tile % params.tiles_n) * TILE_N;
-  let ty = local / CT;
+)";
+// After the workgroup's row0 and col0: the invocation's place and its accumulators.
+const char* const kEntryRegistersWgsl = R"(  let ty = local / CT;
   let tx = local % CT;
   var acc = array<vec4f, ACCUMULATORS>();
+)";
+
+// The first row and column of the workgroup's block of C: its tile row by row, or, with
+// GROUP tile rows per group, column by column within each group of GROUP rows (the last group
+// may have fewer). There are at least as many tile rows as workgroups need: none runs when m = 0.
+const char* const kRowByRowWgsl = R"(  let row0 = (tile / params.tiles_n) * TILE_M;
+  let col0 = (tile % params.tiles_n) * TILE_N;
+)";
+const char* const kGroupedTilesWgsl = R"(  let tiles_m = (params.m - 1u) / TILE_M + 1u;
+  let first_row = (tile / (GROUP * params.tiles_n)) * GROUP;
+  let rows = min(tiles_m - first_row, GROUP);
+  let in_group = tile % (GROUP * params.tiles_n);
+  let row0 = (first_row + in_group % rows) * TILE_M;
+  let col0 = (in_group / rows) * TILE_N;
 )";
 
 // The scalar entry point's registers for the next tiles, their loads at depth `kl` and their
@@ -523,7 +546,9 @@ std::string entry_wgsl(const std::string& name, const Schedule& schedule, const 
       knob(schedule, kUnrollDepth) == 1
           ? indented(unrolled_loop("d", knob(schedule, kTileK), indented(product, 2)), 1)
           : "    for (var d = 0u; d < TILE_K; d++) {\n" + indented(product, 3) + "    }\n";
-  std::string wgsl = "\n@compute @workgroup_size(INVOCATIONS)\nfn " + name + kEntryHeadWgsl + next;
+  std::string wgsl = "\n@compute @workgroup_size(INVOCATIONS)\nfn " + name + kEntryHeadWgsl +
+                     (knob(schedule, kTileRowsPerGroup) == 1 ? kRowByRowWgsl : kGroupedTilesWgsl) +
+                     kEntryRegistersWgsl + next;
   if (knob(schedule, kStages) == 1) {
     wgsl += "  {\n    let kl = 0u;\n" + indented(loads, 2) + "  }\n" +
             "  for (var k0 = 0u; k0 < params.k; k0 += TILE_K) {\n" +
@@ -554,6 +579,7 @@ std::string GemmF32::generate_wgsl(const Schedule& schedule) const {
       {"TILE_N", tile_n, ""},
       {"TILE_K", tile_k, ""},
       {"STAGES", knob(schedule, kStages), "workgroup tiles of A and B"},
+      {"GROUP", knob(schedule, kTileRowsPerGroup), "tile rows per group"},
       {"RT", block.thread_rows, "rows of invocations"},
       {"CT", block.thread_columns, "columns of invocations"},
       {"INVOCATIONS", invocations, ""},

@@ -13,6 +13,7 @@ const TILE_M: u32 = 64u;
 const TILE_N: u32 = 64u;
 const TILE_K: u32 = 16u;
 const STAGES: u32 = 1u;  // workgroup tiles of A and B
+const GROUP: u32 = 1u;  // tile rows per group
 const RT: u32 = 16u;  // rows of invocations
 const CT: u32 = 16u;  // columns of invocations
 const INVOCATIONS: u32 = 256u;

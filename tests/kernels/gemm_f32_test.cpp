@@ -1,7 +1,9 @@
 // gemm_f32 revision 4: the plan takes gemm_vec4 exactly where k and n are multiples of 4 (and
 // nothing is empty), and revision 4's schedules (two stages of workgroup tiles, vec4 loads with
-// unchecked interior tiles, thread 8 x 8, the depth loop unrolled) match the oracle on the real
-// adapter with every certification case and their own, each with its seed.
+// unchecked interior tiles, thread 8 x 8, the depth loop unrolled, tiles taken in groups of
+// tile rows) match the oracle on the real adapter with every certification case and their own,
+// each with its seed (in groups of 8 tile rows, the schedule case's 3 x 2 tiles are one group
+// of 3 rows).
 
 #include <gtest/gtest.h>
 
@@ -49,7 +51,8 @@ TEST_F(GemmF32OnAdapterTest, RevisionFourSchedulesMatchTheOracle) {
   // and gemm_vec4 where both are. Two schedules, small ones: the first takes lavapipe about 2 s
   // of CPU to compile.
   for (const char* overrides :
-       {"tile_m=128,tile_n=128,tile_k=8,thread_m=8,thread_n=8,stages=2,vector_loads=1",
+       {"tile_m=128,tile_n=128,tile_k=8,thread_m=8,thread_n=8,stages=2,vector_loads=1,"
+        "tile_rows_per_group=8",
         "tile_m=64,tile_n=64,tile_k=16,thread_m=4,thread_n=4,stages=2,vector_loads=1,"
         "unroll_depth=1"}) {
     const Schedule schedule = kernels::parse_schedule_overrides(gemm(), overrides).value();
