@@ -414,7 +414,7 @@ for (var s = 0u; s < B_LOADS; s++) { stage_b(fill, local + s * INVOCATIONS, next
 )";
 
 const char* const kVectorNextWgsl =
-    R"(  // Whether the workgroup's block of C lies inside C: its whole k-tiles need no bounds tests.
+    R"(  // Whether the workgroup's block lies inside C: its whole k-tiles need no bounds tests.
   let inside = row0 + TILE_M <= params.m && col0 + TILE_N <= params.n;
   var next_a = array<vec4f, A_VECTORS>();
   var next_b = array<vec4f, B_VECTORS>();
