@@ -151,6 +151,10 @@ struct WgslBinding {
   // arithmetic does with them.
   bool f32_bits = false;
   std::string comment;  // appended to the declaration as a WGSL comment, when not empty
+  // When not empty, the module also declares the same binding as `array<vec4<type>>` under this
+  // name, for entry points that move whole vectors (gemm_f32's gemm_vec4, planned only where
+  // the buffer's rows start on whole vectors); no entry point uses both declarations.
+  std::string vector_view;
 };
 
 struct BufferPlan {

@@ -323,7 +323,7 @@ namespace {
 
 WgslBinding binding_row(std::uint32_t binding, BindingKind kind, std::string name,
                         std::string type) {
-  return {binding, kind, std::move(name), std::move(type), false, ""};
+  return {binding, kind, std::move(name), std::move(type), false, "", ""};
 }
 
 }  // namespace
@@ -347,15 +347,15 @@ WgslBinding as_f32_bits(WgslBinding row) {
 
 namespace {
 
-std::string declaration(const WgslBinding& row) {
+std::string declaration(const WgslBinding& row, const std::string& name, const std::string& type) {
   const std::string head = "@group(0) @binding(" + std::to_string(row.binding) + ") ";
   switch (row.kind) {
     case BindingKind::kUniform:
-      return head + "var<uniform> " + row.name + ": " + row.type + ";";
+      return head + "var<uniform> " + name + ": " + type + ";";
     case BindingKind::kStorageRead:
-      return head + "var<storage, read> " + row.name + ": array<" + row.type + ">;";
+      return head + "var<storage, read> " + name + ": array<" + type + ">;";
     case BindingKind::kStorageReadWrite:
-      return head + "var<storage, read_write> " + row.name + ": array<" + row.type + ">;";
+      return head + "var<storage, read_write> " + name + ": array<" + type + ">;";
   }
   return "";
 }
@@ -365,7 +365,13 @@ std::string declaration(const WgslBinding& row) {
 std::string binding_declarations(const std::vector<WgslBinding>& table) {
   std::string wgsl;
   for (const WgslBinding& row : table) {
-    wgsl += declaration(row) + (row.comment.empty() ? "" : "  // " + row.comment) + "\n";
+    wgsl += declaration(row, row.name, row.type) +
+            (row.comment.empty() ? "" : "  // " + row.comment) + "\n";
+  }
+  for (const WgslBinding& row : table) {
+    if (row.vector_view.empty()) continue;
+    wgsl += declaration(row, row.vector_view, "vec4<" + row.type + ">") + "  // " + row.name +
+            " as whole vectors\n";
   }
   return wgsl;
 }

@@ -12,6 +12,8 @@ struct Params { m: u32, n: u32, k: u32, tiles_n: u32 }
 const TILE_M: u32 = 64u;
 const TILE_N: u32 = 64u;
 const TILE_K: u32 = 16u;
+const STAGES: u32 = 1u;  // workgroup tiles of A and B
+const GROUP: u32 = 1u;  // tile rows per group
 const RT: u32 = 16u;  // rows of invocations
 const CT: u32 = 16u;  // columns of invocations
 const INVOCATIONS: u32 = 256u;
@@ -19,8 +21,8 @@ const ACCUMULATORS: u32 = 4u;  // vec4f per invocation
 const A_LOADS: u32 = 4u;  // A's values each invocation stages
 const B_LOADS: u32 = 4u;  // B's values each invocation stages
 
-var<workgroup> tile_a: array<array<vec4f, TILE_M / 4u>, TILE_K>;
-var<workgroup> tile_b: array<array<vec4f, TILE_N / 4u>, TILE_K>;
+var<workgroup> tile_a: array<array<array<vec4f, TILE_M / 4u>, TILE_K>, STAGES>;
+var<workgroup> tile_b: array<array<array<vec4f, TILE_N / 4u>, TILE_K>, STAGES>;
 
 fn load_a(row0: u32, k0: u32, e: u32) -> f32 {
   let r = row0 + e / TILE_K;
@@ -33,6 +35,14 @@ fn load_b(col0: u32, k0: u32, e: u32) -> f32 {
   let col = col0 + e % TILE_N;
   if (d < params.k && col < params.n) { return b[d * params.n + col]; }
   return 0.0;
+}
+fn stage_a(stage: u32, e: u32, value: f32) {
+  let r = e / TILE_K;
+  tile_a[stage][e % TILE_K][r / 4u][r % 4u] = value;
+}
+fn stage_b(stage: u32, e: u32, value: f32) {
+  let col = e % TILE_N;
+  tile_b[stage][e / TILE_N][col / 4u][col % 4u] = value;
 }
 fn store_row(r: u32, col: u32, values: vec4f) {
   if (r >= params.m) { return; }
@@ -52,31 +62,25 @@ fn gemm(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: ve
   var acc = array<vec4f, ACCUMULATORS>();
   var next_a = array<f32, A_LOADS>();
   var next_b = array<f32, B_LOADS>();
-  for (var s = 0u; s < A_LOADS; s++) { next_a[s] = load_a(row0, 0u, local + s * INVOCATIONS); }
-  for (var s = 0u; s < B_LOADS; s++) { next_b[s] = load_b(col0, 0u, local + s * INVOCATIONS); }
+  {
+    let kl = 0u;
+    for (var s = 0u; s < A_LOADS; s++) { next_a[s] = load_a(row0, kl, local + s * INVOCATIONS); }
+    for (var s = 0u; s < B_LOADS; s++) { next_b[s] = load_b(col0, kl, local + s * INVOCATIONS); }
+  }
   for (var k0 = 0u; k0 < params.k; k0 += TILE_K) {
-    for (var s = 0u; s < A_LOADS; s++) {
-      let e = local + s * INVOCATIONS;
-      let r = e / TILE_K;
-      tile_a[e % TILE_K][r / 4u][r % 4u] = next_a[s];
-    }
-    for (var s = 0u; s < B_LOADS; s++) {
-      let e = local + s * INVOCATIONS;
-      let col = e % TILE_N;
-      tile_b[e / TILE_N][col / 4u][col % 4u] = next_b[s];
-    }
+    const st = 0u;
+    const fill = 0u;
+    for (var s = 0u; s < A_LOADS; s++) { stage_a(fill, local + s * INVOCATIONS, next_a[s]); }
+    for (var s = 0u; s < B_LOADS; s++) { stage_b(fill, local + s * INVOCATIONS, next_b[s]); }
     workgroupBarrier();
-    if (k0 + TILE_K < params.k) {
-      for (var s = 0u; s < A_LOADS; s++) {
-        next_a[s] = load_a(row0, k0 + TILE_K, local + s * INVOCATIONS);
-      }
-      for (var s = 0u; s < B_LOADS; s++) {
-        next_b[s] = load_b(col0, k0 + TILE_K, local + s * INVOCATIONS);
-      }
+    let kl = k0 + TILE_K;
+    if (kl < params.k) {
+      for (var s = 0u; s < A_LOADS; s++) { next_a[s] = load_a(row0, kl, local + s * INVOCATIONS); }
+      for (var s = 0u; s < B_LOADS; s++) { next_b[s] = load_b(col0, kl, local + s * INVOCATIONS); }
     }
     for (var d = 0u; d < TILE_K; d++) {
-      let a0 = tile_a[d][0u + ty];
-      let b0 = tile_b[d][0u + tx];
+      let a0 = tile_a[st][d][0u + ty];
+      let b0 = tile_b[st][d][0u + tx];
       acc[0] = fma(vec4f(a0.x), b0, acc[0]);
       acc[1] = fma(vec4f(a0.y), b0, acc[1]);
       acc[2] = fma(vec4f(a0.z), b0, acc[2]);

@@ -228,6 +228,13 @@ TEST(KernelCatalogTest, BindingTablesAgreeWithTheWgslAndTheBufferInterface) {
                       (row.kind == BindingKind::kUniform ? row.type : "array<" + row.type + ">")),
             std::string::npos)
             << row.name;
+        if (!row.vector_view.empty()) {
+          kernels::WgslBinding view = row;
+          view.name = row.vector_view;
+          EXPECT_NE(wgsl.find(declaration_start(view) + "array<vec4<" + row.type + ">>"),
+                    std::string::npos)
+              << row.vector_view;
+        }
         EXPECT_TRUE(rows.emplace(row.binding, row).second) << "binding " << row.binding;
         if (row.kind == BindingKind::kUniform) continue;
         if (auto spec = kernel->find_buffer(row.name); spec.ok()) {
@@ -329,8 +336,32 @@ TEST(KernelCatalogTest, IllegalSchedulesNameTheKnobTheValueAndTheLimit) {
   schedule.set("thread_m", 8);
   schedule.set("thread_n", 8);
   EXPECT_EQ(gemm.check_schedule(schedule, defaults).error().message(),
-            "Knobs tile_m, tile_n and tile_k need 32768 bytes of workgroup memory, more than "
-            "maxComputeWorkgroupStorageSize (16384).");
+            "Knobs tile_m, tile_n, tile_k and stages need 32768 bytes of workgroup memory, more "
+            "than maxComputeWorkgroupStorageSize (16384).");
+  // Two stages double it; 256 columns need enough depth and registers that every invocation
+  // stages at least one vector of B.
+  schedule = kernels::parse_schedule_overrides(
+                 gemm, "tile_m=128,tile_n=256,tile_k=16,thread_m=8,thread_n=8,stages=2")
+                 .value();
+  EXPECT_TRUE(gemm.check_schedule(schedule, large_adapter()).ok());
+  schedule.set("tile_k", 32);
+  EXPECT_EQ(gemm.check_schedule(schedule, large_adapter()).error().message(),
+            "Knobs tile_m, tile_n, tile_k and stages need 98304 bytes of workgroup memory, more "
+            "than maxComputeWorkgroupStorageSize (49152).");
+  schedule = kernels::parse_schedule_overrides(
+                 gemm, "tile_m=128,tile_n=256,tile_k=8,thread_m=8,thread_n=8,vector_loads=1")
+                 .value();
+  EXPECT_EQ(gemm.check_schedule(schedule, large_adapter()).error().message(),
+            "Knobs tile_k x thread_m x thread_n (512) are fewer than 4 x the larger of tile_m "
+            "and tile_n (256): some invocations would stage no vector of A or B.");
+  schedule = kernels::parse_schedule_overrides(
+                 gemm, "tile_m=128,tile_n=128,tile_k=16,thread_m=8,thread_n=8,unroll_depth=1")
+                 .value();
+  EXPECT_EQ(gemm.check_schedule(schedule, large_adapter()).error().message(),
+            "Knob unroll_depth (1) unrolls tile_k x thread_m x thread_n (1024) multiply-adds per "
+            "k-tile, more than 512.");
+  schedule.set("tile_k", 8);
+  EXPECT_TRUE(gemm.check_schedule(schedule, large_adapter()).ok());
 
   // Radix sort: 8-bit digits need the subgroup ranking, which needs subgroups of 8 or more.
   const KernelDefinition& sort = *kernels::find_kernel("radix_sort_u32").value();
@@ -619,13 +650,23 @@ TEST(KernelCatalogTest, ScheduleCasesGoJustPastEachSchedulesSecondLevel) {
           << id << " " << schedule.to_string();
     }
   }
-  // GEMM: 3 x 2 tiles of C and three k-tiles.
+  // GEMM: 3 x 2 tiles of C and three k-tiles; with vector_loads the same again for gemm_vec4.
   const KernelDefinition& gemm = *kernels::find_kernel("gemm_f32").value();
   for (const Schedule& schedule : sampled_schedules(gemm)) {
     const std::vector<kernels::CaseSpec> cases = gemm.schedule_cases(schedule, large_adapter());
-    ASSERT_EQ(cases.size(), 1u) << schedule.to_string();
-    EXPECT_EQ(largest_grid(gemm, schedule, cases[0]), 6u) << schedule.to_string();
-    EXPECT_EQ(cases[0].problem.k, 2 * *schedule.get("tile_k") + 1) << schedule.to_string();
+    const bool vectors = *schedule.get("vector_loads") == 1;
+    ASSERT_EQ(cases.size(), vectors ? 2u : 1u) << schedule.to_string();
+    for (const kernels::CaseSpec& spec : cases) {
+      EXPECT_EQ(largest_grid(gemm, schedule, spec), 6u) << schedule.to_string();
+      const auto plan = gemm.plan(schedule, spec.problem, large_adapter());
+      ASSERT_TRUE(plan.ok());
+      const bool whole_vectors = spec.problem.k % 4 == 0;
+      EXPECT_EQ(plan->passes[0].entry_point, whole_vectors ? "gemm_vec4" : "gemm")
+          << schedule.to_string();
+      EXPECT_EQ(spec.problem.k, 2 * *schedule.get("tile_k") + (whole_vectors ? 4 : 1))
+          << schedule.to_string();
+    }
+    EXPECT_EQ(cases.back().problem.k % 4 == 0, vectors) << schedule.to_string();
   }
   // group_by_sum_f32 with P persistent workgroups: one tile more than P, so that workgroup 0
   // loops to a second tile; with one workgroup per tile, a single level.
