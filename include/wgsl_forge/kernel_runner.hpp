@@ -104,8 +104,11 @@ class PreparedKernel;
 class GuardedCase {
  public:
   // Runs the case: outputs and scratch poisoned, all passes, then the outputs and every guard
-  // read back in one mapping.
-  Result<GuardedOutputs> run();
+  // read back in one mapping. With `earlier` (an earlier run's outputs), the outputs are compared
+  // with those where they are mapped instead of being copied out: the result's outputs stay
+  // empty, and a difference is one violation ("run N of the same inputs differs from run 1 ...:
+  // the kernel's result is not reproducible").
+  Result<GuardedOutputs> run(const BufferContents* earlier = nullptr);
 
  private:
   friend class PreparedKernel;
@@ -113,6 +116,7 @@ class GuardedCase {
   PreparedKernel* prepared_ = nullptr;
   std::unique_ptr<BoundPlan> bound_;
   CaseGuards guards_;
+  std::uint32_t runs_ = 0;
   // 0xDEADBEEF words, as long as the largest output or scratch buffer.
   std::vector<std::byte> poison_;
 };
@@ -189,9 +193,11 @@ class PreparedKernel {
   // run_guarded's output and scratch allocations filled: guards and `poison`.
   Status poison_guarded(const BoundPlan& bound, const CaseGuards& guards,
                         std::span<const std::byte> poison);
-  // The outputs of a guarded run, and its guards compared with what poison_guarded wrote (one
-  // violation per changed guard), from one read-back.
-  Result<GuardedOutputs> read_guarded(const BoundPlan& bound, const CaseGuards& guards);
+  // The outputs of guarded run number `run`, and its guards compared with what poison_guarded
+  // wrote (one violation per changed guard), from one read-back; outputs compared with
+  // `earlier`'s instead of copied when it is given (GuardedCase::run).
+  Result<GuardedOutputs> read_guarded(const BoundPlan& bound, const CaseGuards& guards,
+                                      const BufferContents* earlier, std::uint32_t run);
 
   gpu::Device* device_ = nullptr;
   const kernels::KernelDefinition* kernel_ = nullptr;

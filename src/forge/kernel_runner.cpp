@@ -106,6 +106,19 @@ std::optional<std::string> guard_violation(const std::string& kernel_id,
          hex_bytes(found.subspan(at, shown)) + ", poison " + hex_bytes(poison.subspan(at, shown));
 }
 
+// How output `name` of run `run` differs from the first run's (`first`), if it does.
+std::optional<std::string> differing_output(const std::string& name,
+                                            std::span<const std::byte> first,
+                                            std::span<const std::byte> again, std::uint32_t run) {
+  auto [at, again_at] = std::mismatch(first.begin(), first.end(), again.begin(), again.end());
+  if (at == first.end() && again_at == again.end()) return std::nullopt;
+  const auto offset = static_cast<std::uint64_t>(at - first.begin());
+  return "run " + std::to_string(run) + " of the same inputs differs from run 1 in output " + name +
+         " at byte offset " + std::to_string(offset) + " (element " +
+         std::to_string(offset / kernels::kElementBytes) +
+         "): the kernel's result is not reproducible";
+}
+
 }  // namespace
 
 kernels::DeviceCapabilities capabilities_of(const gpu::AdapterInfo& adapter) {
@@ -416,10 +429,10 @@ Result<std::unique_ptr<GuardedCase>> PreparedKernel::bind_guarded(const kernels:
   return bound;
 }
 
-Result<GuardedOutputs> GuardedCase::run() {
+Result<GuardedOutputs> GuardedCase::run(const BufferContents* earlier) {
   WF_TRY(prepared_->poison_guarded(*bound_, guards_, poison_));
   WF_TRY(prepared_->execute(*bound_));
-  return prepared_->read_guarded(*bound_, guards_);
+  return prepared_->read_guarded(*bound_, guards_, earlier, ++runs_);
 }
 
 // Each part is written where it lies, without joining them in host memory first: a certification
@@ -465,7 +478,9 @@ Status PreparedKernel::poison_guarded(const BoundPlan& bound, const CaseGuards& 
 }
 
 Result<GuardedOutputs> PreparedKernel::read_guarded(const BoundPlan& bound,
-                                                    const CaseGuards& guards) {
+                                                    const CaseGuards& guards,
+                                                    const BufferContents* earlier,
+                                                    std::uint32_t run) {
   const std::string context = "reading the outputs and guards of " + generated_.kernel_id +
                               " with schedule " + generated_.schedule.to_string();
   // Per output and scratch buffer: its guard before, its contents (outputs only: scratch is
@@ -491,26 +506,27 @@ Result<GuardedOutputs> PreparedKernel::read_guarded(const BoundPlan& bound,
     reads.push_back({index, Read::Part::kGuardAfter});
   }
   GuardedOutputs result;
-  WF_TRY_CONTEXT(device_->read_regions(
-                     regions,
-                     [&](std::size_t i, std::span<const std::byte> found) {
-                       const kernels::BufferPlan& buffer = bound.plan_.buffers[reads[i].index];
-                       if (reads[i].part == Read::Part::kContents) {
-                         result.outputs.emplace(buffer.name,
-                                                std::vector<std::byte>(found.begin(), found.end()));
-                         return;
-                       }
-                       const bool after = reads[i].part == Read::Part::kGuardAfter;
-                       const std::vector<std::byte> pattern =
-                           guard_pattern(guards, reads[i].index, found.size());
-                       const std::int64_t start = after ? static_cast<std::int64_t>(buffer.bytes)
-                                                        : -static_cast<std::int64_t>(found.size());
-                       if (std::optional<std::string> violation = guard_violation(
-                               generated_.kernel_id, buffer, after, start, found, pattern)) {
-                         result.violations.push_back(std::move(*violation));
-                       }
-                     }),
-                 context);
+  auto visit = [&](std::size_t i, std::span<const std::byte> found) {
+    const kernels::BufferPlan& buffer = bound.plan_.buffers[reads[i].index];
+    if (reads[i].part == Read::Part::kContents) {
+      if (earlier == nullptr) {
+        result.outputs.emplace(buffer.name, std::vector<std::byte>(found.begin(), found.end()));
+      } else if (std::optional<std::string> differs =
+                     differing_output(buffer.name, earlier->at(buffer.name), found, run)) {
+        result.violations.push_back(std::move(*differs));
+      }
+      return;
+    }
+    const bool after = reads[i].part == Read::Part::kGuardAfter;
+    const std::vector<std::byte> pattern = guard_pattern(guards, reads[i].index, found.size());
+    const std::int64_t start =
+        after ? static_cast<std::int64_t>(buffer.bytes) : -static_cast<std::int64_t>(found.size());
+    if (std::optional<std::string> violation =
+            guard_violation(generated_.kernel_id, buffer, after, start, found, pattern)) {
+      result.violations.push_back(std::move(*violation));
+    }
+  };
+  WF_TRY_CONTEXT(device_->read_regions(regions, visit), context);
   return result;
 }
 

@@ -424,6 +424,41 @@ TEST(CertifyTest, EveryRunOfACaseStartsFromFreshPoison) {
   EXPECT_GT(mismatched, 0u);
 }
 
+// A later run of a bound case is compared with the first where its outputs are mapped, not
+// copied out: the same outputs give nothing, a difference one violation naming the run, the
+// output, the byte and the element.
+TEST(CertifyTest, ALaterRunThatDiffersFromTheFirstIsOneViolationNamingTheByte) {
+  gpu::Device& device = testing::shared_device();
+  const std::uint64_t seed = testing::test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const kernels::KernelDefinition& affine = *kernels::find_kernel("affine_f32").value();
+  const GeneratedKernel generated =
+      kernels::generate_builtin(affine, affine.default_schedule(), TargetBackend::kWgsl,
+                                forge::capabilities_of(device.adapter()))
+          .value();
+  forge::PreparedKernel prepared =
+      forge::PreparedKernel::prepare(device, affine, generated).value();
+  kernels::Problem problem;
+  problem.elements = 1000;
+  const kernels::CaseInputs inputs =
+      affine.make_inputs({"n=1000 uniform", problem, "uniform"}, seed);
+  std::unique_ptr<forge::GuardedCase> bound =
+      prepared.bind_guarded(inputs, forge::CaseGuards{seed, 0}).value();
+  const forge::GuardedOutputs first = bound->run().value();
+  EXPECT_TRUE(first.violations.empty());
+  ASSERT_EQ(first.outputs.count("y"), 1u);
+  const forge::GuardedOutputs same = bound->run(&first.outputs).value();
+  EXPECT_TRUE(same.violations.empty()) << same.violations.front();
+  EXPECT_TRUE(same.outputs.empty());
+  forge::BufferContents changed = first.outputs;
+  changed.at("y").at(4 * 37 + 2) ^= std::byte{1};
+  const forge::GuardedOutputs differs = bound->run(&changed).value();
+  ASSERT_EQ(differs.violations.size(), 1u);
+  EXPECT_EQ(differs.violations.front(),
+            "run 3 of the same inputs differs from run 1 in output y at byte offset 150 (element "
+            "37): the kernel's result is not reproducible");
+}
+
 // The inputs auto_tune_all draws ahead, on their own thread and one after another, are those a
 // tune draws itself from the same seed, and only the kernel and problem they were drawn for take
 // them, once.
