@@ -118,6 +118,24 @@ TEST(SegmentOffsetsTest, EachSchedulesCasesReachEveryThresholdAndLevel) {
   }
 }
 
+// A tune of budget 3 tries the default and the first two starting points at every bucket: the
+// first must take the main bucket's segments of 256 by teams (a short limit of at least 256), the
+// second those of 32 (session 27 put a vec4 point for segments of 32 first, and the main bucket
+// lost its subgroup-per-segment schedule: 2946 -> 521 GB/s on the H200).
+TEST(SegmentOffsetsTest, TheFirstStartingPointsTakeSegmentsOf256And32ByTeams) {
+  const kernels::KernelDefinition& kernel = segmented();
+  const std::vector<std::string> points = kernel.starting_points();
+  ASSERT_GE(points.size(), 2u);
+  auto short_limit = [&](const std::string& overrides) {
+    const Schedule schedule = kernels::parse_schedule_overrides(kernel, overrides).value();
+    const std::int64_t covered = *schedule.get("team_lanes") * *schedule.get("team_items");
+    return *schedule.get("team_vectors") == 1 ? 4 * covered - 3 : covered;
+  };
+  EXPECT_GE(short_limit(points[0]), 256) << points[0];
+  EXPECT_GE(short_limit(points[1]), 32) << points[1];
+  EXPECT_LT(short_limit(points[1]), 256) << points[1] << ": a team per segment of 32";
+}
+
 class SegmentedReducePathsTest : public testing::SeededTest {
  protected:
   gpu::Device& device_ = testing::shared_device();
