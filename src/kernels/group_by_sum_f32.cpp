@@ -42,15 +42,17 @@
 // never touch global memory). A local slot is three words, key, count and the sum's low word, so
 // that 4096 slots fit 48 KiB; a carry out of a local low word is added to the key's global high
 // word at once. A row searches at most params.local_probes slots there: every slot when
-// max_groups <= local_slots (each key then finds room in every workgroup, so no row goes to the
-// contended global slots of few groups; only with more keys than max_groups, the error, does a
-// row search all local_slots slots in vain), else LOCAL_PROBES (so that with many groups a row
-// whose key finds no room wastes few steps); a row whose key finds no room goes to the global
-// table at once. At the end the workgroup adds each occupied local slot to the global table,
-// starting at a slot drawn from its workgroup index so that workgroups that finish together add
-// to different global slots. The key 0xffffffff has no local slot (it is the empty key there
-// too): its rows add up in registers and then in the workgroup, and reach the global table once
-// per workgroup. With local_slots 0 every row goes to the global table.
+// max_groups <= local_slots / 2 (each key then finds room in every workgroup, so no row goes to
+// the contended global slots of few groups, and the table's load stays at most 1/2; only with
+// more keys than max_groups, the error, does a row search all local_slots slots in vain), else
+// LOCAL_PROBES (so that with many groups a row whose key finds no room wastes few steps; a
+// whole-table search at load 1, 4096 groups in 4096 slots, ran at 2.2 G rows/s on the H200,
+// searches of hundreds of slots with a warp waiting for its longest); a row whose key finds no
+// room goes to the global table at once. At the end the workgroup adds each occupied local slot to
+// the global table, starting at a slot drawn from its workgroup index so that workgroups that
+// finish together add to different global slots. The key 0xffffffff has no local slot (it is the
+// empty key there too): its rows add up in registers and then in the workgroup, and reach the
+// global table once per workgroup. With local_slots 0 every row goes to the global table.
 //
 // Values that are not finite: a NaN, +infinity or -infinity row counts in its group and sets a
 // flag in the top three bits of its global high word (a sum's high word stays below 2^25)
@@ -573,7 +575,7 @@ double allowed_error(double exact, double magnitude, std::uint32_t finite, std::
 class GroupBySumF32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "group_by_sum_f32"; }
-  std::uint32_t revision() const override { return 3; }
+  std::uint32_t revision() const override { return 4; }
   std::string_view summary() const override {
     return "distinct u32 keys with the f32 sum and count of their rows";
   }
@@ -672,7 +674,7 @@ class GroupBySumF32 final : public KernelDefinition {
         {1, "keys"},       {2, "values"},       {3, "table"}, {4, "group_keys"},
         {5, "group_sums"}, {6, "group_counts"}, {7, "groups"}};
     const std::uint64_t local_slots = knob(schedule, kLocalSlots);
-    const std::uint32_t local_probes = local_slots != 0 && max_groups <= local_slots
+    const std::uint32_t local_probes = local_slots != 0 && 2 * max_groups <= local_slots
                                            ? static_cast<std::uint32_t>(local_slots)
                                            : kLocalProbes;
     const std::vector<std::uint32_t> params = {
@@ -734,9 +736,9 @@ class GroupBySumF32 final : public KernelDefinition {
 
   // With persistent_workgroups P the aggregate pass's loop over tiles comes into play past P
   // tiles: at n = P * TILE + 1 workgroup 0 takes tile P, its last row alone. The keys come from
-  // local_slots groups (4096 without a local table): rows then may search the whole workgroup
-  // table (local_probes = local_slots), and the tables fill as far as P * TILE + 1 rows fill
-  // them. None when the input would pass the binding limit.
+  // local_slots / 2 groups (4096 without a local table): rows then may search the whole
+  // workgroup table (local_probes = local_slots), and the tables fill as far as P * TILE + 1
+  // rows fill them. None when the input would pass the binding limit.
   std::vector<CaseSpec> schedule_cases(const Schedule& schedule,
                                        const DeviceCapabilities& device) const override {
     const std::uint64_t persistent = knob(schedule, kPersistentWorkgroups);
@@ -745,7 +747,7 @@ class GroupBySumF32 final : public KernelDefinition {
     if (4 * n > device.max_storage_binding_size) return {};
     const std::uint64_t local_slots = knob(schedule, kLocalSlots);
     Problem problem = elements_problem(n);
-    problem.max_groups = local_slots != 0 ? local_slots : 4096;
+    problem.max_groups = local_slots != 0 ? local_slots / 2 : 4096;
     return {{"second tile n=" + std::to_string(n) +
                  " max_groups=" + std::to_string(problem.max_groups) + " groups",
              problem, "groups"}};
@@ -902,15 +904,13 @@ class GroupBySumF32 final : public KernelDefinition {
 
   bool deterministic() const override { return false; }
 
-  // Revision 2's fastest fixed grids at 1024 groups on the H200 (2.15 G rows/s with f32
-  // exchange loops), kept for revision 3 untimed: 512 workgroups (about 4 per compute unit of
-  // 132, as many as its 48 KiB tables let run at once) each aggregate 2^19 rows of 2^28 in a
-  // table of 4096 slots, which every key of up to 4096 groups finds, so the global table sees
-  // 512 additions per group. Two workgroup sizes: 256 invocations with 4 rows each, or 512 (the
-  // compute unit full) with 1.
+  // Revision 3 on the H200 at 2^28 rows and 1024 groups (build 09fd9b1): 1024 workgroups with
+  // tables of 2048 slots (24 KiB: about 8 per compute unit of 132 at once) 54.5 G rows/s, 512
+  // with 4096 slots (48 KiB) 40.5. At 4096 groups, the tuning problem, neither was timed with the
+  // short search they now get (revision 3 first searched 4096 slots at load 1 there: 2.2).
   std::vector<std::string> starting_points() const override {
-    return {"workgroup_size=256,rows_per_invocation=4,local_slots=4096,persistent_workgroups=512",
-            "workgroup_size=512,rows_per_invocation=1,local_slots=4096,persistent_workgroups=512"};
+    return {"workgroup_size=256,rows_per_invocation=4,local_slots=2048,persistent_workgroups=1024",
+            "workgroup_size=256,rows_per_invocation=4,local_slots=4096,persistent_workgroups=512"};
   }
 
   // 4096 groups, the most the workgroup tables hold on the H200; bench --groups times others.
