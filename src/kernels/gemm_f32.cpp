@@ -15,7 +15,8 @@
 // computed once, rather than one clamp per read of a flat array (revision 3: 28.1 -> 29.8
 // TFLOP/s on the H200; unrolling the depth loop too reached 30.0 but made lavapipe compile the
 // kernel 2-3 times slower, so that is a knob, unroll_depth).
-// Revision 4 adds, as knobs, so that revision 3 stays the schedule stages=1, vector_loads=0,
+// Revision 5 is revision 4 with its vec4 views declared from the binding table (the same code
+// under another declaration comment). Revision 4 adds, as knobs, so that revision 3 stays the schedule stages=1, vector_loads=0,
 // unroll_depth=0, tile_rows_per_group=1: two stages of workgroup tiles (the next tiles are
 // staged into the other stage after the multiplication: one barrier per k-tile instead of two);
 // a second entry point, gemm_vec4, that the plan takes where k and n are multiples of 4: A and B
@@ -70,7 +71,7 @@ const KnobSpec kUnrollDepth{"unroll_depth",
 class GemmF32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "gemm_f32"; }
-  std::uint32_t revision() const override { return 4; }
+  std::uint32_t revision() const override { return 5; }
   std::string_view summary() const override { return "C = A x B, row-major f32, any m, n, k"; }
 
   std::vector<KnobSpec> knobs() const override {
@@ -154,7 +155,9 @@ class GemmF32 final : public KernelDefinition {
                                       storage_read(2, "b", "f32"),
                                       storage_read_write(3, "c", "f32")};
     if (knob(schedule, kVectorLoads) == 1) {
-      for (std::size_t i = 1; i < table.size(); ++i) table[i].vector_view = table[i].name + "4";
+      for (std::size_t i = 1; i < table.size(); ++i) {
+        table[i] = with_view(table[i], table[i].name + "4", "vec4<" + table[i].type + ">");
+      }
     }
     return table;
   }
