@@ -15,15 +15,15 @@
 // computed once, rather than one clamp per read of a flat array (revision 3: 28.1 -> 29.8
 // TFLOP/s on the H200; unrolling the depth loop too reached 30.0 but made lavapipe compile the
 // kernel 2-3 times slower, so that is a knob, unroll_depth).
-// Revision 5 is revision 4 with its vec4 views declared from the binding table (the same code
-// under another declaration comment). Revision 4 adds, as knobs, so that revision 3 stays the schedule stages=1, vector_loads=0,
+// Revision 4 adds, as knobs, so that revision 3 stays the schedule stages=1, vector_loads=0,
 // unroll_depth=0, tile_rows_per_group=1: two stages of workgroup tiles (the next tiles are
 // staged into the other stage after the multiplication: one barrier per k-tile instead of two);
 // a second entry point, gemm_vec4, that the plan takes where k and n are multiples of 4: A and B
 // loaded and C stored as vec4 through vec4 views of the same buffers, and no bounds tests on the
 // loads of whole k-tiles of a workgroup inside C; tiles taken column by column within groups of
 // tile rows (tile_rows_per_group), for the L2's sake; and 256-column tiles (thread 8 x 8 at
-// 128 x 256: 512 invocations, 64 accumulators each).
+// 128 x 256: 512 invocations, 64 accumulators each). Revision 5 is revision 4 with its vec4
+// views declared from the binding table (the same code under another declaration comment).
 // Edges are handled by loading zeros past m, n or k and not storing past m or n. Knobs: tile_m,
 // tile_n, tile_k, thread_m, thread_n, stages, vector_loads, unroll_depth, tile_rows_per_group.
 // Workgroup size is (tile_m / thread_m) (tile_n / thread_n); workgroup memory is
