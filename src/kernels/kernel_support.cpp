@@ -375,8 +375,8 @@ std::string binding_declarations(const std::vector<WgslBinding>& table) {
   }
   for (const WgslBinding& row : table) {
     for (const WgslBindingView& view : row.views) {
-      wgsl += declaration(row, view.name, view.type) + "  // " + row.name + " as " + view.type +
-              "\n";
+      wgsl +=
+          declaration(row, view.name, view.type) + "  // " + row.name + " as " + view.type + "\n";
     }
   }
   return wgsl;
