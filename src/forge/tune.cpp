@@ -319,7 +319,9 @@ Status Tuner::search() {
   while (true) {
     const std::vector<Schedule> batch = plan_->next_batch();
     if (batch.empty()) break;
-    // Certified first, then timed back to back, so that the GPU stays warm between timings.
+    // Compiled together, certified, then timed back to back, so that the GPU stays warm between
+    // timings.
+    bench_.compile(batch);
     std::vector<Schedule> certified;
     for (const Schedule& schedule : batch) {
       report("certifying", schedule);
