@@ -599,6 +599,15 @@ TEST(TuneTest, StoresAManifestWhoseWinnerIsCertified) {
   ASSERT_TRUE(manifest.context.baseline.has_value());
   EXPECT_EQ(manifest.context.baseline->schedule, gather.default_schedule());
   EXPECT_EQ(manifest.result.winner.timing.source, TimingSource::kGpuTimestamp);
+  // Each phase is the tune's own time (what the worker threads do meanwhile counts only while the
+  // tune waits for it), so the phases never add up to more than the tune's wall time.
+  const forge::TimeBreakdown& time = outcome->breakdown;
+  for (double phase : {time.inputs, time.oracle, time.compile, time.gpu_runs, time.upload,
+                       time.bind, time.warmup, time.timing, time.bookkeeping})
+    EXPECT_GE(phase, 0.0);
+  EXPECT_GT(time.gpu_runs, 0.0);
+  EXPECT_GT(time.timing, 0.0);
+  EXPECT_GE(time.unattributed(), 0.0) << "phases add up to more than the total " << time.total;
   ASSERT_TRUE(cache.store_certification(outcome->certification).ok());
   ASSERT_TRUE(
       cache.store_tuning_for_topology(device.adapter().topology_hash, "gather_f32", manifest).ok());
