@@ -615,6 +615,24 @@ TEST(TuneTest, StoresAManifestWhoseWinnerIsCertified) {
             std::optional(manifest));
 }
 
+// The finals' rounds compare finalists; a lone one (a budget of one) keeps its first timing.
+TEST(TuneTest, ALoneFinalistKeepsItsFirstTiming) {
+  gpu::Device& device = testing::shared_device();
+  const kernels::KernelDefinition& affine = *kernels::find_kernel("affine_f32").value();
+  forge::TuneOptions options = tune_options(1, 4099);
+  std::optional<TimingSummary> first;
+  options.progress = [&first](const forge::TuneProgress& step) {
+    if (step.stage == "timed") first = step.timing;
+  };
+  Result<forge::TuneOutcome> outcome = forge::tune(device, affine, options);
+  ASSERT_TRUE(outcome.ok()) << outcome.error().to_string();
+  ASSERT_TRUE(first.has_value());
+  const CandidateResult& winner = outcome->manifest.result.winner;
+  EXPECT_EQ(winner.schedule, affine.default_schedule());
+  EXPECT_EQ(winner.timing.sample_count, first->sample_count) << "re-timed alone";
+  EXPECT_EQ(winner.timing.median_ns, first->median_ns);
+}
+
 // A small budget starts from the kernel's starting points: the default first, then each one that
 // fits the adapter, before the random sample (the order in which they are certified).
 TEST(TuneTest, TimesTheStartingPointsRightAfterTheDefault) {
