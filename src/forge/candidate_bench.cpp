@@ -297,6 +297,11 @@ void CandidateBench::release_except(const std::vector<Schedule>& keep) {
   }
 }
 
+void CandidateBench::release_buffers() {
+  release_except({});
+  uploaded_.clear();
+}
+
 Result<std::vector<TimedCandidate>> CandidateBench::retime(std::vector<TimedCandidate> finalists,
                                                            std::uint32_t rounds) {
   // Every finalist has run here before (its first timing or its certification), and the rounds

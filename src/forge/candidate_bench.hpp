@@ -69,6 +69,8 @@ class CandidateBench {
   // Releases the buffers bound for timing every candidate but those in `keep` (the finalists so
   // far): at large problems each plan holds gigabytes.
   void release_except(const std::vector<Schedule>& keep);
+  // Releases every buffer of the problem: the candidates' and the uploaded inputs.
+  void release_buffers();
 
   // A schedule's pipelines, compiled by certify() (null when it was not certified here).
   PreparedKernel* prepared(const Schedule& schedule);

@@ -472,6 +472,12 @@ Result<TuneOutcome> Tuner::run() {
   WF_TRY(search());
   WF_TRY_ASSIGN(std::vector<TimedCandidate> finalists, run_finals());
   WF_TRY_ASSIGN(TuneOutcome outcome, publish(std::move(finalists)));
+  {
+    // The problem's buffers (gigabytes at 2^28) are freed within the tune's time, before the
+    // next tune allocates its own, not when the tuner goes.
+    PhaseTimer releasing(&breakdown_.bind);
+    bench_.release_buffers();
+  }
   breakdown_.total =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   outcome.breakdown = breakdown_;
