@@ -21,19 +21,26 @@ namespace wgsl_forge::forge {
 
 inline constexpr std::uint64_t kQuickCaseElements = 10000;
 
-// Where the wall time of a tune or a certification went, in seconds, by what the host was doing.
-// Phases that overlap (a CPU oracle checking one case while another thread draws the next case's
-// inputs) each count their own time, so the phases can add up to more than the total.
+// Where the wall time of a tune or a certification went, in seconds, by what the calling thread
+// was doing (or waiting for), so that the phases add up to the total: work done on other threads
+// meanwhile (a case's inputs drawn and its outputs checked while the GPU runs the next case, the
+// next tune's timing inputs drawn ahead) counts only for as long as the tune waits for it.
 struct TimeBreakdown {
-  double inputs = 0;    // case inputs and the timing problem's inputs drawn (make_inputs)
-  double oracle = 0;    // CPU oracles and checks (KernelDefinition::check)
+  double inputs = 0;    // waiting for inputs to be drawn: the timing problem's, and cases'
+  double oracle = 0;    // waiting for the CPU oracles' checks of the certification runs' outputs
   double compile = 0;   // WGSL generated, pipelines created
   double gpu_runs = 0;  // certification runs: buffers, guards, uploads, dispatches, read-backs
-  double upload = 0;    // the timing problem's buffers bound and its inputs uploaded
+  double upload = 0;    // the timing problem's inputs uploaded to the GPU
+  double bind = 0;      // each timed candidate's buffers made and the uploaded inputs copied in
   double warmup = 0;    // the GPU kept busy until its clocks are up (gpu::TimingOptions)
   double timing = 0;    // timing samples
-  double total = 0;     // from the start of the tune to its manifest
+  // The search's bookkeeping: the schedule space and plan made, the journal's measurements read
+  // and stored, the winner's earlier certification looked up, the manifest built.
+  double bookkeeping = 0;
+  double total = 0;  // from the start of the tune to its manifest
 
+  // The total less every phase: time no phase names (0 when every second is attributed).
+  double unattributed() const;
   TimeBreakdown& operator+=(const TimeBreakdown& other);
 };
 

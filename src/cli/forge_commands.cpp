@@ -261,21 +261,26 @@ std::string trace_line(const forge::TuneProgress& step) {
          one_line(step.failure->message);
 }
 
-// Where a tune's time went, one line: "trace: affine_f32 took 8.1 s: inputs 0.3, oracle 1.2, ...".
+// Where a tune's time went, one line: "trace: affine_f32 took 8.1 s: inputs 0.3, oracle 1.2, ...",
+// each phase the wall time the tune spent in it (TimeBreakdown), the rest as "other".
 std::string breakdown_line(const std::string& kernel_id, const forge::TimeBreakdown& time) {
-  char text[320];
+  char text[400];
   std::snprintf(text, sizeof text,
                 "trace: %s took %.2f s: inputs %.2f, oracle %.2f, compile %.2f, certification "
-                "runs %.2f, upload %.2f, warm-up %.2f, timing %.2f",
+                "runs %.2f, upload %.2f, bind %.2f, warm-up %.2f, timing %.2f, bookkeeping %.2f, "
+                "other %.2f",
                 kernel_id.c_str(), time.total, time.inputs, time.oracle, time.compile,
-                time.gpu_runs, time.upload, time.warmup, time.timing);
+                time.gpu_runs, time.upload, time.bind, time.warmup, time.timing, time.bookkeeping,
+                time.unattributed());
   return text;
 }
 
 nlohmann::json breakdown_json(const forge::TimeBreakdown& time) {
-  return {{"inputs", time.inputs},     {"oracle", time.oracle}, {"compile", time.compile},
-          {"gpu_runs", time.gpu_runs}, {"upload", time.upload}, {"warmup", time.warmup},
-          {"timing", time.timing},     {"total", time.total}};
+  return {
+      {"inputs", time.inputs},        {"oracle", time.oracle}, {"compile", time.compile},
+      {"gpu_runs", time.gpu_runs},    {"upload", time.upload}, {"bind", time.bind},
+      {"warmup", time.warmup},        {"timing", time.timing}, {"bookkeeping", time.bookkeeping},
+      {"other", time.unattributed()}, {"total", time.total}};
 }
 
 // A schedule in JSON output: an object of its knobs, as in the manifests.

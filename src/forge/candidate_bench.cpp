@@ -171,23 +171,54 @@ Status CandidateBench::prepare(const kernels::Problem& problem, const gpu::Timin
   return Ok{};
 }
 
+void CandidateBench::compile(const std::vector<Schedule>& batch) {
+  PhaseTimer compiling(&breakdown_.compile);
+  ScopedWaitTimeout watchdog(device_, options_.candidate_timeout);
+  std::vector<Schedule> schedules;
+  std::vector<GeneratedKernel> generated;
+  for (const Schedule& schedule : batch) {
+    Result<GeneratedKernel> one = kernels::generate_builtin(kernel_, schedule, TargetBackend::kWgsl,
+                                                            capabilities_of(device_.adapter()));
+    // One that does not generate fails again, alone, in certify().
+    if (!one) continue;
+    schedules.push_back(schedule);
+    generated.push_back(std::move(one).value());
+  }
+  if (schedules.size() < 2) return;
+  std::vector<KernelToPrepare> requests;
+  for (const GeneratedKernel& one : generated) requests.push_back({&kernel_, &one});
+  Result<std::vector<PreparedKernel>> prepared = PreparedKernel::prepare_all(device_, requests);
+  if (!prepared) return;
+  for (std::size_t i = 0; i < schedules.size(); ++i) {
+    compiled_.emplace_back(schedules[i],
+                           std::make_unique<PreparedKernel>(std::move((*prepared)[i])));
+  }
+}
+
 Result<std::optional<CandidateRecord::Failure>> CandidateBench::certify(const Schedule& schedule,
                                                                         std::uint64_t seed) {
   ScopedWaitTimeout watchdog(device_, options_.candidate_timeout);
   auto candidate = std::make_unique<Candidate>();
   candidate->schedule = schedule;
-  Result<PreparedKernel> prepared = [&]() -> Result<PreparedKernel> {
-    PhaseTimer compiling(&breakdown_.compile);
-    WF_TRY_ASSIGN(GeneratedKernel generated,
-                  kernels::generate_builtin(kernel_, schedule, TargetBackend::kWgsl,
-                                            capabilities_of(device_.adapter())));
-    return PreparedKernel::prepare(device_, kernel_, generated);
-  }();
-  if (!prepared) {
-    WF_TRY_ASSIGN(CandidateRecord::Failure failure, failure_of(schedule, prepared.error()));
-    return std::optional(std::move(failure));
+  auto precompiled = std::find_if(compiled_.begin(), compiled_.end(),
+                                  [&](const auto& one) { return one.first == schedule; });
+  if (precompiled != compiled_.end()) {
+    candidate->prepared = std::move(precompiled->second);
+    compiled_.erase(precompiled);
+  } else {
+    Result<PreparedKernel> prepared = [&]() -> Result<PreparedKernel> {
+      PhaseTimer compiling(&breakdown_.compile);
+      WF_TRY_ASSIGN(GeneratedKernel generated,
+                    kernels::generate_builtin(kernel_, schedule, TargetBackend::kWgsl,
+                                              capabilities_of(device_.adapter())));
+      return PreparedKernel::prepare(device_, kernel_, generated);
+    }();
+    if (!prepared) {
+      WF_TRY_ASSIGN(CandidateRecord::Failure failure, failure_of(schedule, prepared.error()));
+      return std::optional(std::move(failure));
+    }
+    candidate->prepared = std::make_unique<PreparedKernel>(std::move(prepared).value());
   }
-  candidate->prepared = std::make_unique<PreparedKernel>(std::move(prepared).value());
   CertifyOptions quick;
   quick.quick = true;
   quick.seed = seed;
@@ -209,7 +240,7 @@ Result<std::optional<CandidateRecord::Failure>> CandidateBench::certify(const Sc
 }
 
 Status CandidateBench::bind(Candidate& candidate) {
-  PhaseTimer uploading(&breakdown_.upload);
+  PhaseTimer binding(&breakdown_.bind);
   WF_TRY_ASSIGN(candidate.bound, candidate.prepared->bind(problem_));
   WF_TRY_ASSIGN(gpu::CommandEncoder encoder, device_.create_command_encoder());
   for (const kernels::BufferPlan& buffer : candidate.bound->plan().buffers) {
@@ -266,8 +297,18 @@ void CandidateBench::release_except(const std::vector<Schedule>& keep) {
   }
 }
 
+void CandidateBench::release_buffers() {
+  release_except({});
+  uploaded_.clear();
+}
+
 Result<std::vector<TimedCandidate>> CandidateBench::retime(std::vector<TimedCandidate> finalists,
                                                            std::uint32_t rounds) {
+  // Every finalist has run here before (its first timing or its certification), and the rounds
+  // run back to back: the calibration run is all the warm-up a finalist needs (a warm-up run
+  // more costs a 2^28-pair sort 0.1 s a finalist and round).
+  gpu::TimingOptions warm = timing_;
+  warm.warmup_runs = 0;
   for (std::uint32_t round = 0; round < rounds; ++round) {
     for (std::size_t i = 0; i < finalists.size(); ++i) {
       TimedCandidate& finalist = finalists[(i + round) % finalists.size()];
@@ -278,7 +319,7 @@ Result<std::vector<TimedCandidate>> CandidateBench::retime(std::vector<TimedCand
                                                    " was not certified by this tune.");
       }
       if (!candidate->bound) WF_TRY(bind(*candidate));
-      Result<gpu::TimedRun> again = time_steps(candidate->bound->steps(), timing_);
+      Result<gpu::TimedRun> again = time_steps(candidate->bound->steps(), warm);
       WF_TRY(device_alive());
       WF_TRY_CONTEXT(again, "re-timing the finalists of " + std::string(kernel_.id()));
       finalist.samples.insert(finalist.samples.end(), again->samples_ns.begin(),

@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -46,7 +47,12 @@ class CandidateBench {
   Status prepare(const kernels::Problem& problem, const gpu::TimingOptions& timing,
                  std::uint64_t seed, TimingInputs* ahead);
 
-  // Compiles `schedule` and runs its quick certification cases (drawn from `seed`). nullopt when
+  // Compiles the pipelines of every schedule of a batch at once, so that the driver compiles them
+  // side by side; certify() takes them from here. Where the batch fails as a whole, each schedule
+  // is compiled alone by certify(), which records why one fails.
+  void compile(const std::vector<Schedule>& batch);
+  // Compiles `schedule` (unless compile() did) and runs its quick certification cases (drawn
+  // from `seed`). nullopt when
   // it passed (its pipelines are kept for timing), else why it failed. An error only when tuning
   // cannot go on: the device is lost, or a timed-out kernel still holds the GPU.
   Result<std::optional<CandidateRecord::Failure>> certify(const Schedule& schedule,
@@ -63,6 +69,8 @@ class CandidateBench {
   // Releases the buffers bound for timing every candidate but those in `keep` (the finalists so
   // far): at large problems each plan holds gigabytes.
   void release_except(const std::vector<Schedule>& keep);
+  // Releases every buffer of the problem: the candidates' and the uploaded inputs.
+  void release_buffers();
 
   // A schedule's pipelines, compiled by certify() (null when it was not certified here).
   PreparedKernel* prepared(const Schedule& schedule);
@@ -92,6 +100,8 @@ class CandidateBench {
   // The problem's inputs on the GPU, by buffer name, which each candidate's inputs copy.
   std::map<std::string, gpu::Buffer> uploaded_;
   std::vector<std::unique_ptr<Candidate>> candidates_;
+  // Compiled by compile(), not yet certified.
+  std::vector<std::pair<Schedule, std::unique_ptr<PreparedKernel>>> compiled_;
 };
 
 }  // namespace wgsl_forge::forge

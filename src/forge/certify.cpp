@@ -1,12 +1,10 @@
 // Certification: a generated (or user-written) kernel against its CPU oracle on this adapter.
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <future>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -41,10 +39,17 @@ TimeBreakdown& TimeBreakdown::operator+=(const TimeBreakdown& other) {
   compile += other.compile;
   gpu_runs += other.gpu_runs;
   upload += other.upload;
+  bind += other.bind;
   warmup += other.warmup;
   timing += other.timing;
+  bookkeeping += other.bookkeeping;
   total += other.total;
   return *this;
+}
+
+double TimeBreakdown::unattributed() const {
+  return total -
+         (inputs + oracle + compile + gpu_runs + upload + bind + warmup + timing + bookkeeping);
 }
 
 namespace {
@@ -124,28 +129,6 @@ CertificationCase case_record(const PlannedCase& planned, kernels::CaseVerdict v
   return record;
 }
 
-// Adds seconds to one phase of a breakdown shared by worker threads.
-class SharedBreakdown {
- public:
-  explicit SharedBreakdown(TimeBreakdown* breakdown) : breakdown_(breakdown) {}
-  template <typename Work>
-  auto timed(double TimeBreakdown::*phase, Work&& work) {
-    const auto started = std::chrono::steady_clock::now();
-    auto result = work();
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    if (breakdown_ != nullptr) {
-      std::lock_guard lock(mutex_);
-      breakdown_->*phase += seconds;
-    }
-    return result;
-  }
-
- private:
-  TimeBreakdown* breakdown_;
-  std::mutex mutex_;
-};
-
 // Cases whose inputs are drawn, or whose outputs are checked, on worker threads at once: the GPU
 // runs one case while the CPU draws the next ones' inputs and checks earlier ones' outputs, on
 // every core. Bounded, so that a few of the largest cases are in memory at a time.
@@ -166,24 +149,31 @@ Result<CertificationManifest> certify_prepared(gpu::Device& device,
     specs.push_back(std::move(spec));
   const std::vector<PlannedCase> planned = plan_cases(specs, options);
   const std::uint32_t runs = std::max(1u, options.runs_per_case);
-  SharedBreakdown breakdown(options.breakdown);
   const std::size_t window = cases_in_flight();
+  // This thread's time by what it waits for (TimeBreakdown): the drawing and the checks run on
+  // worker threads and count only while this thread waits for them.
+  auto waiting_for = [&](double TimeBreakdown::*phase) {
+    return PhaseTimer(phase_of(options.breakdown, phase));
+  };
 
   std::vector<std::future<kernels::CaseInputs>> drawn(planned.size());
   auto draw = [&](std::size_t i) {
-    drawn[i] = std::async(std::launch::async, [&, i] {
-      return breakdown.timed(&TimeBreakdown::inputs,
-                             [&] { return kernel.make_inputs(*planned[i].spec, planned[i].seed); });
-    });
+    drawn[i] = std::async(std::launch::async,
+                          [&, i] { return kernel.make_inputs(*planned[i].spec, planned[i].seed); });
   };
   std::vector<std::future<CertificationCase>> checked;
   std::size_t next_draw = 0;
   for (std::size_t i = 0; i < planned.size(); ++i) {
     while (next_draw < planned.size() && next_draw < i + window) draw(next_draw++);
-    auto inputs = std::make_shared<kernels::CaseInputs>(drawn[i].get());
-    Result<CaseRuns> outputs = breakdown.timed(&TimeBreakdown::gpu_runs, [&] {
+    std::shared_ptr<kernels::CaseInputs> inputs;
+    {
+      PhaseTimer drawing = waiting_for(&TimeBreakdown::inputs);
+      inputs = std::make_shared<kernels::CaseInputs>(drawn[i].get());
+    }
+    Result<CaseRuns> outputs = [&] {
+      PhaseTimer running = waiting_for(&TimeBreakdown::gpu_runs);
       return run_case(prepared, kernel, *inputs, planned[i], runs);
-    });
+    }();
     if (!outputs) {
       // The futures left wait for their threads as they are destroyed.
       return std::move(outputs).error().with_context(context + ", case '" + planned[i].spec->name +
@@ -191,15 +181,20 @@ Result<CertificationManifest> certify_prepared(gpu::Device& device,
     }
     auto outcome = std::make_shared<CaseRuns>(std::move(outputs).value());
     checked.push_back(std::async(std::launch::async, [&, i, inputs, outcome] {
-      kernels::CaseVerdict verdict = breakdown.timed(
-          &TimeBreakdown::oracle, [&] { return kernel.check(*inputs, outcome->outputs); });
+      kernels::CaseVerdict verdict = kernel.check(*inputs, outcome->outputs);
       return case_record(planned[i], std::move(verdict), std::move(outcome->violations), runs);
     }));
     // The oldest checks finish before more outputs pile up.
-    if (checked.size() > window) checked[checked.size() - 1 - window].wait();
+    if (checked.size() > window) {
+      PhaseTimer checking = waiting_for(&TimeBreakdown::oracle);
+      checked[checked.size() - 1 - window].wait();
+    }
   }
   std::vector<CertificationCase> cases;
-  for (std::future<CertificationCase>& one : checked) cases.push_back(one.get());
+  {
+    PhaseTimer checking = waiting_for(&TimeBreakdown::oracle);
+    for (std::future<CertificationCase>& one : checked) cases.push_back(one.get());
+  }
   return CertificationManifest::create(prepared.generated(), device.adapter().identity,
                                        device.adapter().topology_hash, kernel.tolerance(),
                                        std::move(cases));

@@ -41,8 +41,13 @@ Status check_problem_fits(const gpu::Device& device, const kernels::KernelDefini
                           const kernels::Problem& problem) {
   WF_TRY(kernel.check_problem(problem));
   const kernels::DeviceCapabilities capabilities = capabilities_of(device.adapter());
-  const std::vector<Schedule> space = kernel.schedule_space(capabilities);
-  const Schedule schedule = space.empty() ? kernel.default_schedule() : space.front();
+  // The space's first schedule is the default whenever the default fits this adapter; the space
+  // itself (tens of thousands of schedules for some kernels) is made only when it does not.
+  Schedule schedule = kernel.default_schedule();
+  if (!kernel.check_schedule(schedule, capabilities)) {
+    const std::vector<Schedule> space = kernel.schedule_space(capabilities);
+    if (!space.empty()) schedule = space.front();
+  }
   WF_TRY_ASSIGN(kernels::DispatchPlan plan, kernel.plan(schedule, problem, capabilities));
   const gpu::AdapterLimits& limits = device.adapter().limits;
   std::uint64_t total = 0;

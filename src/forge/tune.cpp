@@ -15,7 +15,11 @@
 // never tried again nor published.
 
 #include <algorithm>
+#include <functional>
+#include <future>
 #include <random>
+#include <set>
+#include <thread>
 #include <variant>
 
 #include "candidate_bench.hpp"
@@ -34,6 +38,19 @@ constexpr std::uint32_t kInterleavedRounds = 3;
 // GPU time a candidate's timing may take (gpu::TimingOptions::sampling_budget): a kernel whose
 // run lasts tens of milliseconds gets at least 5 samples a timing, 20 a finalist.
 constexpr std::chrono::milliseconds kSamplingBudget{250};
+
+// Calls work(i) for every i in [0, count), in contiguous runs on up to every core at once.
+void on_every_core(std::size_t count, const std::function<void(std::size_t)>& work) {
+  const std::size_t threads = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1,
+                                                      std::max<std::size_t>(1, count));
+  std::vector<std::future<void>> runs;
+  for (std::size_t t = 0; t < threads; ++t) {
+    runs.push_back(std::async(std::launch::async, [&, t] {
+      for (std::size_t i = count * t / threads; i < count * (t + 1) / threads; ++i) work(i);
+    }));
+  }
+  for (std::future<void>& run : runs) run.get();
+}
 
 class Tuner {
  public:
@@ -138,15 +155,33 @@ std::vector<CandidateRecord> Tuner::journal_entries(const std::vector<Schedule>&
   std::vector<CandidateRecord> found;
   if (!journaling()) return found;
   const std::string problem = problem_.to_string();
-  for (const Schedule& schedule : space) {
-    const std::optional<MeasurementRecord::Code> code = code_of(schedule);
-    if (!code) continue;
-    std::vector<std::string> keys = {MeasurementRecord::failure_key(*code)};
-    if (options_.resume) keys.push_back(MeasurementRecord::timing_key(*code, problem));
-    for (const std::string& key : keys) {
+  // Each schedule's keys name its WGSL's hash: generated and hashed on every core, since a space
+  // holds up to tens of thousands of schedules (seconds on one core); then looked up in order.
+  std::vector<std::vector<std::string>> keys(space.size());
+  on_every_core(space.size(), [&](std::size_t i) {
+    const std::optional<MeasurementRecord::Code> code = code_of(space[i]);
+    if (!code) return;
+    keys[i].push_back(MeasurementRecord::failure_key(*code));
+    if (options_.resume) keys[i].push_back(MeasurementRecord::timing_key(*code, problem));
+  });
+  // The measurements the cache directory holds: a key not among them is not read (a space's tens
+  // of thousands of files that do not exist). With a shared store every key is asked for, since
+  // the store may hold what the directory does not.
+  std::optional<std::set<std::string>> stored;
+  if (!options_.journal->remote()) {
+    if (Result<std::vector<CacheEntry>> entries = options_.journal->list()) {
+      stored.emplace();
+      for (const CacheEntry& entry : *entries) {
+        if (entry.kind == ManifestKind::kMeasurement) stored->insert(entry.key);
+      }
+    }
+  }
+  for (std::size_t i = 0; i < space.size(); ++i) {
+    for (const std::string& key : keys[i]) {
+      if (stored && !stored->contains(key)) continue;
       Result<std::optional<MeasurementRecord>> record = options_.journal->load_measurement(key);
       if (!record) {
-        warn("a measurement of " + schedule.to_string() +
+        warn("a measurement of " + space[i].to_string() +
              " is not used: " + record.error().message());
       } else if (record->has_value()) {
         found.push_back((*record)->candidate);
@@ -157,6 +192,7 @@ std::vector<CandidateRecord> Tuner::journal_entries(const std::vector<Schedule>&
 }
 
 Status Tuner::prepare() {
+  std::optional<PhaseTimer> planning(&breakdown_.bookkeeping);
   const kernels::DeviceCapabilities capabilities = capabilities_of(device_.adapter());
   SearchPlan::Space space{kernel_.schedule_space(capabilities), kernel_.knobs(), {}};
   if (space.schedules.empty()) {
@@ -213,6 +249,7 @@ Status Tuner::prepare() {
     timing.warmup_runs = std::min<std::uint32_t>(timing.warmup_runs, 1);
     timing.samples = std::min<std::uint32_t>(timing.samples, 7);
   }
+  planning.reset();
   return bench_.prepare(problem_, timing, random_(), options_.timing_inputs.get());
 }
 
@@ -241,6 +278,7 @@ bool Tuner::journaling() const {
 
 void Tuner::journal(const CandidateRecord& candidate) {
   if (!journaling()) return;
+  PhaseTimer storing(&breakdown_.bookkeeping);
   std::optional<MeasurementRecord::Code> code = code_of(candidate.schedule);
   if (!code) return;
   CandidateRecord measured = candidate;
@@ -273,6 +311,7 @@ void Tuner::record_timing(TimedCandidate timed) {
   report("timed", schedule, timed.result.timing);
   timed_.push_back(std::move(timed));
   // Only the finalists so far keep their buffers bound.
+  PhaseTimer releasing(&breakdown_.bind);
   bench_.release_except(plan_->finalists(kFinalists));
 }
 
@@ -280,7 +319,9 @@ Status Tuner::search() {
   while (true) {
     const std::vector<Schedule> batch = plan_->next_batch();
     if (batch.empty()) break;
-    // Certified first, then timed back to back, so that the GPU stays warm between timings.
+    // Compiled together, certified, then timed back to back, so that the GPU stays warm between
+    // timings.
+    bench_.compile(batch);
     std::vector<Schedule> certified;
     for (const Schedule& schedule : batch) {
       report("certifying", schedule);
@@ -347,7 +388,10 @@ Result<std::vector<TimedCandidate>> Tuner::run_finals() {
                                           " could be certified again on this adapter.");
   }
   for (const TimedCandidate& finalist : finalists) plan_->mark_finalist(finalist.result.schedule);
-  return bench_.retime(std::move(finalists), kInterleavedRounds);
+  // The rounds compare finalists under the same conditions; a lone finalist timed here has none
+  // to be compared with, and its first timing stands (one that was resumed is timed here).
+  const bool alone = finalists.size() == 1 && !finalists.front().samples.empty();
+  return bench_.retime(std::move(finalists), alone ? 0 : kInterleavedRounds);
 }
 
 Result<TuneOutcome> Tuner::publish(std::vector<TimedCandidate> finalists) {
@@ -365,6 +409,7 @@ Result<TuneOutcome> Tuner::publish(std::vector<TimedCandidate> finalists) {
       finalists.erase(finalists.begin() + (winner - finalists.data()));
       continue;
     }
+    PhaseTimer building(&breakdown_.bookkeeping);
     SearchOutcome search{plan_->candidates(), finalists, winner, std::move(ties),
                          baseline(finalists)};
     WF_TRY_ASSIGN(
@@ -388,6 +433,7 @@ Result<TuneOutcome> Tuner::publish(std::vector<TimedCandidate> finalists) {
 Result<Tuner::WinnerCertification> Tuner::certify_winner(const Schedule& schedule) {
   PreparedKernel& prepared = *bench_.prepared(schedule);
   if (options_.journal != nullptr) {
+    PhaseTimer looking_up(&breakdown_.bookkeeping);
     Result<CertificationManifest> keyed =
         CertificationManifest::create(prepared.generated(), device_.adapter().identity,
                                       device_.adapter().topology_hash, kernel_.tolerance(), {});
@@ -426,6 +472,12 @@ Result<TuneOutcome> Tuner::run() {
   WF_TRY(search());
   WF_TRY_ASSIGN(std::vector<TimedCandidate> finalists, run_finals());
   WF_TRY_ASSIGN(TuneOutcome outcome, publish(std::move(finalists)));
+  {
+    // The problem's buffers (gigabytes at 2^28) are freed within the tune's time, before the
+    // next tune allocates its own, not when the tuner goes.
+    PhaseTimer releasing(&breakdown_.bind);
+    bench_.release_buffers();
+  }
   breakdown_.total =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   outcome.breakdown = breakdown_;

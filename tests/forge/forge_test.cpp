@@ -599,11 +599,38 @@ TEST(TuneTest, StoresAManifestWhoseWinnerIsCertified) {
   ASSERT_TRUE(manifest.context.baseline.has_value());
   EXPECT_EQ(manifest.context.baseline->schedule, gather.default_schedule());
   EXPECT_EQ(manifest.result.winner.timing.source, TimingSource::kGpuTimestamp);
+  // Each phase is the tune's own time (what the worker threads do meanwhile counts only while the
+  // tune waits for it), so the phases never add up to more than the tune's wall time.
+  const forge::TimeBreakdown& time = outcome->breakdown;
+  for (double phase : {time.inputs, time.oracle, time.compile, time.gpu_runs, time.upload,
+                       time.bind, time.warmup, time.timing, time.bookkeeping})
+    EXPECT_GE(phase, 0.0);
+  EXPECT_GT(time.gpu_runs, 0.0);
+  EXPECT_GT(time.timing, 0.0);
+  EXPECT_GE(time.unattributed(), 0.0) << "phases add up to more than the total " << time.total;
   ASSERT_TRUE(cache.store_certification(outcome->certification).ok());
   ASSERT_TRUE(
       cache.store_tuning_for_topology(device.adapter().topology_hash, "gather_f32", manifest).ok());
   EXPECT_EQ(cache.load_tuning_for_topology(device.adapter().topology_hash, "gather_f32").value(),
             std::optional(manifest));
+}
+
+// The finals' rounds compare finalists; a lone one (a budget of one) keeps its first timing.
+TEST(TuneTest, ALoneFinalistKeepsItsFirstTiming) {
+  gpu::Device& device = testing::shared_device();
+  const kernels::KernelDefinition& affine = *kernels::find_kernel("affine_f32").value();
+  forge::TuneOptions options = tune_options(1, 4099);
+  std::optional<TimingSummary> first;
+  options.progress = [&first](const forge::TuneProgress& step) {
+    if (step.stage == "timed") first = step.timing;
+  };
+  Result<forge::TuneOutcome> outcome = forge::tune(device, affine, options);
+  ASSERT_TRUE(outcome.ok()) << outcome.error().to_string();
+  ASSERT_TRUE(first.has_value());
+  const CandidateResult& winner = outcome->manifest.result.winner;
+  EXPECT_EQ(winner.schedule, affine.default_schedule());
+  EXPECT_EQ(winner.timing.sample_count, first->sample_count) << "re-timed alone";
+  EXPECT_EQ(winner.timing.median_ns, first->median_ns);
 }
 
 // A small budget starts from the kernel's starting points: the default first, then each one that

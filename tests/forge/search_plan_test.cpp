@@ -66,6 +66,20 @@ TEST(SearchPlanTest, ASpaceWithinTheBudgetIsTriedWhole) {
   EXPECT_EQ(plan.finalists(2), (std::vector<Schedule>{at(0), at(1)}));
 }
 
+TEST(SearchPlanTest, ACandidateAQuarterSlowerThanTheFastestTakesNoPartInTheFinals) {
+  SearchPlan plan(line_space(3), 3, std::nullopt, testing::test_seed());
+  EXPECT_EQ(plan.next_batch(), (std::vector<Schedule>{at(0), at(1), at(2)}));
+  // A 2^28-pair u64 sort on the H200 (session 27): 98.7 ms, 130.5 ms (1.32 times) and the
+  // default at 184.7 ms; only the fastest is re-timed.
+  plan.record_timing(at(0), median(184.7e6));
+  plan.record_timing(at(1), median(98.7e6));
+  plan.record_timing(at(2), median(130.5e6));
+  EXPECT_EQ(plan.finalists(3), (std::vector<Schedule>{at(1)}));
+  // Within a quarter, one takes part.
+  plan.record_timing(at(2), median(120e6));
+  EXPECT_EQ(plan.finalists(3), (std::vector<Schedule>{at(1), at(2)}));
+}
+
 TEST(SearchPlanTest, EarlierTimingsSpendTheBudgetAndEarlierFailuresAreNeverTried) {
   SearchPlan plan(line_space(10), 3, std::nullopt, testing::test_seed());
   plan.resume({at(0), CandidateRecord::Origin::kMeasured, std::nullopt, kWrong, false});
