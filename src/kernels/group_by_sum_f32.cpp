@@ -54,7 +54,9 @@
 // empty key there too): its rows add up in registers and then in the workgroup, and reach the
 // global table once per workgroup. With local_slots 0 every row goes to the global table.
 // probe_window W > 1 searches the workgroup table W consecutive slots at a time (their key words
-// loaded together) instead of slot by slot.
+// loaded together) instead of slot by slot. interleave_rows 1 searches, adds and carries an
+// invocation's ROWS rows of a tile together, in the workgroup table or (local_slots 0) the global
+// one, so that their loads and atomics are in flight at once.
 //
 // With key_partitions P > 1 the aggregate pass runs P times, pass p adding only the rows whose
 // key's hash (its top 16 bits scaled to [0, P)) is p, so that each workgroup table holds about
@@ -131,17 +133,17 @@ const KnobSpec kKeyPartitions{
     "aggregate passes, each adding the rows of one part of the keys (by hash)",
     {1, 2, 4},
     1};
-// Slots of the workgroup table whose keys a row loads together (independent loads) before it
-// compares them: 1 searches slot by slot in triangular steps, a chain of dependent loads whose
-// longest in a warp its warp waits for; 4 and 8 search windows of consecutive slots.
 // Whether an invocation's rows of a tile are searched, added and carried together (their loads
-// and atomics in flight at once) or one row after the other; with local_slots, searched slot by
-// slot (probe_window 1).
+// and atomics in flight at once) or one row after the other, in the workgroup table or (with
+// local_slots 0) the global one; searched slot by slot (probe_window 1).
 const KnobSpec kInterleaveRows{
     "interleave_rows",
     "1: an invocation's rows of a tile searched, then added, then carried together",
     {0, 1},
     0};
+// Slots of the workgroup table whose keys a row loads together (independent loads) before it
+// compares them: 1 searches slot by slot in triangular steps, a chain of dependent loads whose
+// longest in a warp its warp waits for; 4 and 8 search windows of consecutive slots.
 const KnobSpec kProbeWindow{
     "probe_window", "workgroup-table slots whose keys a row loads at once", {1, 4, 8}, 1};
 
@@ -398,7 +400,8 @@ fn emit(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups_gri
 }
 )";
 
-const char* const kGlobalAggregateWgsl = R"(
+// The global aggregate pass, up to the adding of a tile's rows, which kGlobalRows*Wgsl do.
+const char* const kGlobalAggregateBeginWgsl = R"(
 @compute @workgroup_size(WG)
 fn aggregate(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups_grid: vec3u,
              @builtin(local_invocation_index) local: u32) {
@@ -417,6 +420,11 @@ fn aggregate(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) group
         row_values[r] = values[row];
       }
     }
+)";
+
+// The tile's rows of an invocation added to the global table one after the other
+// (interleave_rows 0).
+const char* const kGlobalRowsOneAtATimeWgsl = R"(
     for (var r = 0u; r < ROWS; r++) {
       if (tile * TILE + r * WG + local < params.n && in_this_key_part(row_keys[r])) {
         let flag = non_finite_flag(row_values[r]);
@@ -425,6 +433,76 @@ fn aggregate(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) group
         } else {
           add_global(row_keys[r], 1u, fixed_point(row_values[r], top));
         }
+      }
+    }
+  }
+}
+)";
+
+// The tile's rows of an invocation added to the global table together (interleave_rows 1), as
+// kAddRowsTogetherWgsl does in the workgroup table: search steps of all rows with their key
+// loads issued first, then every found row's two adds, then carries. The key 0xffffffff has its
+// own slot (index capacity), found without a search; a row whose key finds no room counts in
+// groups[1].
+const char* const kGlobalRowsTogetherWgsl = R"(
+    var slots = array<u32, ROWS>();
+    var sums = array<u32, ROWS>();
+    var searching = array<bool, ROWS>();
+    var found_slot = array<bool, ROWS>();
+    let mask = params.capacity - 1u;
+    for (var r = 0u; r < ROWS; r++) {
+      if (tile * TILE + r * WG + local < params.n && in_this_key_part(row_keys[r])) {
+        let flag = non_finite_flag(row_values[r]);
+        if (flag != 0u) {
+          add_non_finite(row_keys[r], flag);
+        } else {
+          sums[r] = fixed_point(row_values[r], top);
+          if (row_keys[r] == EMPTY) {
+            found_slot[r] = true;
+            slots[r] = params.capacity;
+          } else {
+            searching[r] = true;
+            slots[r] = hash(row_keys[r]) & mask;
+          }
+        }
+      }
+    }
+    for (var step = 1u; step <= params.capacity; step++) {
+      var seen = array<u32, ROWS>();
+      for (var r = 0u; r < ROWS; r++) {
+        if (searching[r]) { seen[r] = atomicLoad(&table[key_word(slots[r])]); }
+      }
+      var still_searching = false;
+      for (var r = 0u; r < ROWS; r++) {
+        if (searching[r]) {
+          var found = seen[r];
+          if (found == EMPTY) {
+            let claimed = atomicCompareExchangeWeak(&table[key_word(slots[r])], EMPTY, row_keys[r]);
+            found = select(claimed.old_value, row_keys[r], claimed.exchanged);
+          }
+          if (found == row_keys[r]) {
+            searching[r] = false;
+            found_slot[r] = true;
+          } else {
+            if (found != EMPTY) { slots[r] = (slots[r] + step) & mask; }
+            still_searching = true;
+          }
+        }
+      }
+      if (!still_searching) { break; }
+    }
+    var olds = array<u32, ROWS>();
+    for (var r = 0u; r < ROWS; r++) {
+      if (found_slot[r]) {
+        atomicAdd(&table[count_word(slots[r])], 1u);
+        olds[r] = atomicAdd(&table[low_word(slots[r])], sums[r]);
+      }
+    }
+    for (var r = 0u; r < ROWS; r++) {
+      if (found_slot[r]) {
+        if (olds[r] + sums[r] < olds[r]) { atomicAdd(&table[high_word(slots[r])], 1u); }
+      } else if (searching[r]) {
+        atomicAdd(&groups[1], 1u);
       }
     }
   }
@@ -760,11 +838,10 @@ class GroupBySumF32 final : public KernelDefinition {
     // Knobs of the workgroup table's search keep their defaults where they have no effect.
     const std::uint32_t window = knob(schedule, kProbeWindow);
     const bool interleave = knob(schedule, kInterleaveRows) != 0;
-    if ((window != 1 || interleave) && knob(schedule, kLocalSlots) == 0) {
+    if (window != 1 && knob(schedule, kLocalSlots) == 0) {
       return Error(ErrorKind::kInvalidInput,
-                   std::string(window != 1 ? "Knob probe_window (" + std::to_string(window) + ")"
-                                           : "Knob interleave_rows (1)") +
-                       " needs local_slots (not 0): without a workgroup table no row searches "
+                   "Knob probe_window (" + std::to_string(window) +
+                       ") needs local_slots (not 0): without a workgroup table no row searches "
                        "one, and the knob keeps its default.");
     }
     if (window != 1 && interleave) {
@@ -825,9 +902,13 @@ class GroupBySumF32 final : public KernelDefinition {
     std::string wgsl = std::string(kLinearWorkgroupWgsl) + kParamsWgsl +
                        binding_declarations(wgsl_bindings(schedule)) + "\n" +
                        constant_declarations(constants) + kTableWgsl;
-    if (local_slots == 0) return wgsl + kGlobalAggregateWgsl;
+    const bool interleave = knob(schedule, kInterleaveRows) != 0;
+    if (local_slots == 0) {
+      return wgsl + kGlobalAggregateBeginWgsl +
+             (interleave ? kGlobalRowsTogetherWgsl : kGlobalRowsOneAtATimeWgsl);
+    }
     // Rows added together search in their own loop, without add_local.
-    if (knob(schedule, kInterleaveRows) != 0) {
+    if (interleave) {
       return wgsl + kLocalTableWgsl + kLocalAggregateBeginWgsl + kAddRowsTogetherWgsl +
              kLocalAggregateEndWgsl;
     }
