@@ -53,6 +53,15 @@
 // finish together add to different global slots. The key 0xffffffff has no local slot (it is the
 // empty key there too): its rows add up in registers and then in the workgroup, and reach the
 // global table once per workgroup. With local_slots 0 every row goes to the global table.
+// probe_window W > 1 searches the workgroup table W consecutive slots at a time (their key words
+// loaded together) instead of slot by slot. interleave_rows 1 searches, adds and carries an
+// invocation's ROWS rows of a tile together, in the workgroup table or (local_slots 0) the global
+// one, so that their loads and atomics are in flight at once.
+//
+// With key_partitions P > 1 the aggregate pass runs P times, pass p adding only the rows whose
+// key's hash (its top 16 bits scaled to [0, P)) is p, so that each workgroup table holds about
+// max_groups / P keys: the whole-table search (above) applies while max_groups <= P local_slots
+// / 2. Each row is still added once; the rows are read P times.
 //
 // Values that are not finite: a NaN, +infinity or -infinity row counts in its group and sets a
 // flag in the top three bits of its global high word (a sum's high word stays below 2^25)
@@ -116,8 +125,30 @@ const KnobSpec kPersistentWorkgroups{
     {0, 256, 512, 1024, 2048},
     0};
 
+// With key_partitions P the aggregate pass runs P times over all rows, each time adding only the
+// rows whose key's hash falls in one part of P: each workgroup table then holds about max_groups
+// / P keys (4096 groups in two halves fit 4096-slot tables at load 1/2), for P reads of the rows.
+const KnobSpec kKeyPartitions{
+    "key_partitions",
+    "aggregate passes, each adding the rows of one part of the keys (by hash)",
+    {1, 2, 4},
+    1};
+// Whether an invocation's rows of a tile are searched, added and carried together (their loads
+// and atomics in flight at once) or one row after the other, in the workgroup table or (with
+// local_slots 0) the global one; searched slot by slot (probe_window 1).
+const KnobSpec kInterleaveRows{
+    "interleave_rows",
+    "1: an invocation's rows of a tile searched, then added, then carried together",
+    {0, 1},
+    0};
+// Slots of the workgroup table whose keys a row loads together (independent loads) before it
+// compares them: 1 searches slot by slot in triangular steps, a chain of dependent loads whose
+// longest in a warp its warp waits for; 4 and 8 search windows of consecutive slots.
+const KnobSpec kProbeWindow{
+    "probe_window", "workgroup-table slots whose keys a row loads at once", {1, 4, 8}, 1};
+
 const char* const kParamsWgsl = R"(
-struct Params { n: u32, capacity: u32, max_groups: u32, local_probes: u32 }
+struct Params { n: u32, capacity: u32, max_groups: u32, local_probes: u32, key_part: u32 }
 )";
 
 // The global table, its clearing and emitting, the scale, the fixed-point conversions and the
@@ -167,6 +198,12 @@ fn global_slot(key: u32) -> u32 {
     if (found != EMPTY) { slot = (slot + step) & mask; }
   }
   return NO_SLOT;
+}
+
+// Whether this aggregate pass adds the rows of `key`: those whose hash's top 16 bits, scaled to
+// [0, KEY_PARTS), are params.key_part (all rows with one part).
+fn in_this_key_part(key: u32) -> bool {
+  return KEY_PARTS == 1u || (((hash(key) >> 16u) * KEY_PARTS) >> 16u) == params.key_part;
 }
 
 // Tiles of TILE rows, the last one partial (written so that n + TILE cannot overflow).
@@ -363,7 +400,8 @@ fn emit(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups_gri
 }
 )";
 
-const char* const kGlobalAggregateWgsl = R"(
+// The global aggregate pass, up to the adding of a tile's rows, which kGlobalRows*Wgsl do.
+const char* const kGlobalAggregateBeginWgsl = R"(
 @compute @workgroup_size(WG)
 fn aggregate(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups_grid: vec3u,
              @builtin(local_invocation_index) local: u32) {
@@ -382,8 +420,13 @@ fn aggregate(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) group
         row_values[r] = values[row];
       }
     }
+)";
+
+// The tile's rows of an invocation added to the global table one after the other
+// (interleave_rows 0).
+const char* const kGlobalRowsOneAtATimeWgsl = R"(
     for (var r = 0u; r < ROWS; r++) {
-      if (tile * TILE + r * WG + local < params.n) {
+      if (tile * TILE + r * WG + local < params.n && in_this_key_part(row_keys[r])) {
         let flag = non_finite_flag(row_values[r]);
         if (flag != 0u) {
           add_non_finite(row_keys[r], flag);
@@ -396,12 +439,86 @@ fn aggregate(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) group
 }
 )";
 
+// The tile's rows of an invocation added to the global table together (interleave_rows 1), as
+// kAddRowsTogetherWgsl does in the workgroup table: search steps of all rows with their key
+// loads issued first, then every found row's two adds, then carries. The key 0xffffffff has its
+// own slot (index capacity), found without a search; a row whose key finds no room counts in
+// groups[1].
+const char* const kGlobalRowsTogetherWgsl = R"(
+    var slots = array<u32, ROWS>();
+    var sums = array<u32, ROWS>();
+    var searching = array<bool, ROWS>();
+    var found_slot = array<bool, ROWS>();
+    let mask = params.capacity - 1u;
+    for (var r = 0u; r < ROWS; r++) {
+      if (tile * TILE + r * WG + local < params.n && in_this_key_part(row_keys[r])) {
+        let flag = non_finite_flag(row_values[r]);
+        if (flag != 0u) {
+          add_non_finite(row_keys[r], flag);
+        } else {
+          sums[r] = fixed_point(row_values[r], top);
+          if (row_keys[r] == EMPTY) {
+            found_slot[r] = true;
+            slots[r] = params.capacity;
+          } else {
+            searching[r] = true;
+            slots[r] = hash(row_keys[r]) & mask;
+          }
+        }
+      }
+    }
+    for (var step = 1u; step <= params.capacity; step++) {
+      var seen = array<u32, ROWS>();
+      for (var r = 0u; r < ROWS; r++) {
+        if (searching[r]) { seen[r] = atomicLoad(&table[key_word(slots[r])]); }
+      }
+      var still_searching = false;
+      for (var r = 0u; r < ROWS; r++) {
+        if (searching[r]) {
+          var found = seen[r];
+          if (found == EMPTY) {
+            let claimed = atomicCompareExchangeWeak(&table[key_word(slots[r])], EMPTY, row_keys[r]);
+            found = select(claimed.old_value, row_keys[r], claimed.exchanged);
+          }
+          if (found == row_keys[r]) {
+            searching[r] = false;
+            found_slot[r] = true;
+          } else {
+            if (found != EMPTY) { slots[r] = (slots[r] + step) & mask; }
+            still_searching = true;
+          }
+        }
+      }
+      if (!still_searching) { break; }
+    }
+    var olds = array<u32, ROWS>();
+    for (var r = 0u; r < ROWS; r++) {
+      if (found_slot[r]) {
+        atomicAdd(&table[count_word(slots[r])], 1u);
+        olds[r] = atomicAdd(&table[low_word(slots[r])], sums[r]);
+      }
+    }
+    for (var r = 0u; r < ROWS; r++) {
+      if (found_slot[r]) {
+        if (olds[r] + sums[r] < olds[r]) { atomicAdd(&table[high_word(slots[r])], 1u); }
+      } else if (searching[r]) {
+        atomicAdd(&groups[1], 1u);
+      }
+    }
+  }
+}
+)";
+
 // The workgroup's own table: LOCAL_SLOTS slots of three words, key, count and the sum's low word.
-const char* const kLocalAggregateWgsl = R"(
+const char* const kLocalTableWgsl = R"(
 var<workgroup> local_table: array<atomic<u32>, 3u * LOCAL_SLOTS>;
 fn local_key_word(slot: u32) -> u32 { return 3u * slot; }
 fn local_count_word(slot: u32) -> u32 { return 3u * slot + 1u; }
 fn local_low_word(slot: u32) -> u32 { return 3u * slot + 2u; }
+)";
+
+// A row's search in the workgroup table slot by slot (probe_window 1).
+const char* const kLocalSearchBySlotWgsl = R"(
 
 // Adds a row's integer to the workgroup's table; false when its key finds no room there within
 // params.local_probes slots. The key is not the empty key. The count's add comes first: nothing
@@ -425,7 +542,53 @@ fn add_local(key: u32, sum: u32) -> bool {
   }
   return false;
 }
+)";
 
+// A row's search in the workgroup table by windows of PROBE_WINDOW consecutive slots (linear
+// probing a window at a time): the window's keys are loaded before any is compared, so a row
+// waits for one load where a chain of triangular steps waits for each. Keys never move and slots
+// never empty, so a key seen in the window is the key's slot even when an empty slot is seen
+// before it (filled since); with no match the row claims the window's first empty slot, and
+// after a failed claim (another key took the slot, or the weak exchange failed spuriously) loads
+// the same window again. Each window loaded is a step of params.local_probes / PROBE_WINDOW (at
+// least 1), so the search stays bounded.
+const char* const kLocalSearchByWindowWgsl = R"(
+fn add_local(key: u32, sum: u32) -> bool {
+  let mask = LOCAL_SLOTS - 1u;
+  var first = hash(key) & mask;
+  let windows = max(params.local_probes / PROBE_WINDOW, 1u);
+  for (var step = 0u; step < windows; step++) {
+    var found = array<u32, PROBE_WINDOW>();
+    for (var i = 0u; i < PROBE_WINDOW; i++) {
+      found[i] = atomicLoad(&local_table[local_key_word((first + i) & mask)]);
+    }
+    var match_at = PROBE_WINDOW;
+    var empty_at = PROBE_WINDOW;
+    for (var i = PROBE_WINDOW; i > 0u; i--) {
+      if (found[i - 1u] == key) { match_at = i - 1u; }
+      if (found[i - 1u] == EMPTY) { empty_at = i - 1u; }
+    }
+    if (match_at == PROBE_WINDOW && empty_at != PROBE_WINDOW) {
+      let claimed =
+          atomicCompareExchangeWeak(&local_table[local_key_word((first + empty_at) & mask)], EMPTY, key);
+      if (claimed.exchanged || claimed.old_value == key) { match_at = empty_at; }
+    }
+    if (match_at != PROBE_WINDOW) {
+      let slot = (first + match_at) & mask;
+      atomicAdd(&local_table[local_count_word(slot)], 1u);
+      let old = atomicAdd(&local_table[local_low_word(slot)], sum);
+      if (old + sum < old) { add_global_carries(key, 1u); }
+      return true;
+    }
+    if (empty_at == PROBE_WINDOW) { first = (first + PROBE_WINDOW) & mask; }
+  }
+  return false;
+}
+)";
+
+// The local aggregate pass, up to the adding of a tile's rows, which kAddRows*Wgsl do, and
+// kLocalAggregateEndWgsl, the workgroup table's flush, ends.
+const char* const kLocalAggregateBeginWgsl = R"(
 @compute @workgroup_size(WG)
 fn aggregate(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups_grid: vec3u,
              @builtin(local_invocation_index) local: u32) {
@@ -457,8 +620,12 @@ fn aggregate(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) group
         row_values[r] = values[row];
       }
     }
+)";
+
+// The tile's rows of an invocation added one after the other (interleave_rows 0).
+const char* const kAddRowsOneAtATimeWgsl = R"(
     for (var r = 0u; r < ROWS; r++) {
-      if (tile * TILE + r * WG + local < params.n) {
+      if (tile * TILE + r * WG + local < params.n && in_this_key_part(row_keys[r])) {
         let flag = non_finite_flag(row_values[r]);
         if (flag != 0u) {
           add_non_finite(row_keys[r], flag);
@@ -474,6 +641,79 @@ fn aggregate(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) group
         }
       }
     }
+)";
+
+// The tile's rows of an invocation added together (interleave_rows 1): the searches take a step
+// of every row still searching per iteration, the steps' key loads issued before any is
+// compared; then every found row's two adds, and only then their carries. So a row's loads and
+// atomics are in flight with the others' rather than after them (a compiler keeps the order of
+// atomics, and a search step's exchange is one). Rows whose key finds no room within
+// params.local_probes steps go to the global table.
+const char* const kAddRowsTogetherWgsl = R"(
+    var slots = array<u32, ROWS>();
+    var sums = array<u32, ROWS>();
+    var searching = array<bool, ROWS>();
+    var found_slot = array<bool, ROWS>();
+    for (var r = 0u; r < ROWS; r++) {
+      if (tile * TILE + r * WG + local < params.n && in_this_key_part(row_keys[r])) {
+        let flag = non_finite_flag(row_values[r]);
+        if (flag != 0u) {
+          add_non_finite(row_keys[r], flag);
+        } else {
+          sums[r] = fixed_point(row_values[r], top);
+          if (row_keys[r] == EMPTY) {
+            empty_count += 1u;
+            empty_carries += select(0u, 1u, empty_low + sums[r] < empty_low);
+            empty_low += sums[r];
+          } else {
+            searching[r] = true;
+            slots[r] = hash(row_keys[r]) & (LOCAL_SLOTS - 1u);
+          }
+        }
+      }
+    }
+    for (var step = 1u; step <= params.local_probes; step++) {
+      var seen = array<u32, ROWS>();
+      for (var r = 0u; r < ROWS; r++) {
+        if (searching[r]) { seen[r] = atomicLoad(&local_table[local_key_word(slots[r])]); }
+      }
+      var still_searching = false;
+      for (var r = 0u; r < ROWS; r++) {
+        if (searching[r]) {
+          var found = seen[r];
+          if (found == EMPTY) {
+            let claimed =
+                atomicCompareExchangeWeak(&local_table[local_key_word(slots[r])], EMPTY, row_keys[r]);
+            found = select(claimed.old_value, row_keys[r], claimed.exchanged);
+          }
+          if (found == row_keys[r]) {
+            searching[r] = false;
+            found_slot[r] = true;
+          } else {
+            if (found != EMPTY) { slots[r] = (slots[r] + step) & (LOCAL_SLOTS - 1u); }
+            still_searching = true;
+          }
+        }
+      }
+      if (!still_searching) { break; }
+    }
+    var olds = array<u32, ROWS>();
+    for (var r = 0u; r < ROWS; r++) {
+      if (found_slot[r]) {
+        atomicAdd(&local_table[local_count_word(slots[r])], 1u);
+        olds[r] = atomicAdd(&local_table[local_low_word(slots[r])], sums[r]);
+      }
+    }
+    for (var r = 0u; r < ROWS; r++) {
+      if (found_slot[r]) {
+        if (olds[r] + sums[r] < olds[r]) { add_global_carries(row_keys[r], 1u); }
+      } else if (searching[r]) {
+        add_global(row_keys[r], 1u, sums[r]);
+      }
+    }
+)";
+
+const char* const kLocalAggregateEndWgsl = R"(
   }
   workgroupBarrier();
   let first_slot = hash(workgroup);
@@ -575,13 +815,14 @@ double allowed_error(double exact, double magnitude, std::uint32_t finite, std::
 class GroupBySumF32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "group_by_sum_f32"; }
-  std::uint32_t revision() const override { return 4; }
+  std::uint32_t revision() const override { return 5; }
   std::string_view summary() const override {
     return "distinct u32 keys with the f32 sum and count of their rows";
   }
 
   std::vector<KnobSpec> knobs() const override {
-    return {kWorkgroupSize, kRowsPerInvocation, kLocalSlots, kTableFactor, kPersistentWorkgroups};
+    return {kWorkgroupSize,        kRowsPerInvocation, kLocalSlots,  kTableFactor,
+            kPersistentWorkgroups, kKeyPartitions,     kProbeWindow, kInterleaveRows};
   }
 
   Status check_resources(const Schedule& schedule,
@@ -593,6 +834,20 @@ class GroupBySumF32 final : public KernelDefinition {
                        std::to_string(bytes) +
                        " bytes of workgroup memory, more than maxComputeWorkgroupStorageSize (" +
                        std::to_string(device.max_workgroup_storage_size) + ").");
+    }
+    // Knobs of the workgroup table's search keep their defaults where they have no effect.
+    const std::uint32_t window = knob(schedule, kProbeWindow);
+    const bool interleave = knob(schedule, kInterleaveRows) != 0;
+    if (window != 1 && knob(schedule, kLocalSlots) == 0) {
+      return Error(ErrorKind::kInvalidInput,
+                   "Knob probe_window (" + std::to_string(window) +
+                       ") needs local_slots (not 0): without a workgroup table no row searches "
+                       "one, and the knob keeps its default.");
+    }
+    if (window != 1 && interleave) {
+      return Error(ErrorKind::kInvalidInput,
+                   "Knob probe_window (" + std::to_string(window) +
+                       ") needs interleave_rows (0): rows searched together search slot by slot.");
     }
     return Ok{};
   }
@@ -632,15 +887,34 @@ class GroupBySumF32 final : public KernelDefinition {
     const std::uint32_t local_slots = knob(schedule, kLocalSlots);
     const std::uint32_t wg = knob(schedule, kWorkgroupSize);
     const std::uint32_t rows = knob(schedule, kRowsPerInvocation);
-    std::vector<WgslConstant> constants = {{"WG", wg, "invocations per workgroup"},
-                                           {"ROWS", rows, "rows per invocation"},
-                                           {"TILE", wg * rows, "rows per tile"}};
+    const std::uint32_t window = knob(schedule, kProbeWindow);
+    std::vector<WgslConstant> constants = {
+        {"WG", wg, "invocations per workgroup"},
+        {"ROWS", rows, "rows per invocation"},
+        {"TILE", wg * rows, "rows per tile"},
+        {"KEY_PARTS", knob(schedule, kKeyPartitions), "parts of the keys, an aggregate pass each"}};
     if (local_slots != 0) {
       constants.push_back({"LOCAL_SLOTS", local_slots, "slots of the workgroup's table"});
+      if (window != 1) {
+        constants.push_back({"PROBE_WINDOW", window, "slots a row's search loads at once"});
+      }
     }
-    return std::string(kLinearWorkgroupWgsl) + kParamsWgsl +
-           binding_declarations(wgsl_bindings(schedule)) + "\n" + constant_declarations(constants) +
-           kTableWgsl + (local_slots != 0 ? kLocalAggregateWgsl : kGlobalAggregateWgsl);
+    std::string wgsl = std::string(kLinearWorkgroupWgsl) + kParamsWgsl +
+                       binding_declarations(wgsl_bindings(schedule)) + "\n" +
+                       constant_declarations(constants) + kTableWgsl;
+    const bool interleave = knob(schedule, kInterleaveRows) != 0;
+    if (local_slots == 0) {
+      return wgsl + kGlobalAggregateBeginWgsl +
+             (interleave ? kGlobalRowsTogetherWgsl : kGlobalRowsOneAtATimeWgsl);
+    }
+    // Rows added together search in their own loop, without add_local.
+    if (interleave) {
+      return wgsl + kLocalTableWgsl + kLocalAggregateBeginWgsl + kAddRowsTogetherWgsl +
+             kLocalAggregateEndWgsl;
+    }
+    return wgsl + kLocalTableWgsl +
+           (window == 1 ? kLocalSearchBySlotWgsl : kLocalSearchByWindowWgsl) +
+           kLocalAggregateBeginWgsl + kAddRowsOneAtATimeWgsl + kLocalAggregateEndWgsl;
   }
 
   Status check_problem(const Problem& problem) const override {
@@ -674,12 +948,17 @@ class GroupBySumF32 final : public KernelDefinition {
         {1, "keys"},       {2, "values"},       {3, "table"}, {4, "group_keys"},
         {5, "group_sums"}, {6, "group_counts"}, {7, "groups"}};
     const std::uint64_t local_slots = knob(schedule, kLocalSlots);
-    const std::uint32_t local_probes = local_slots != 0 && 2 * max_groups <= local_slots
-                                           ? static_cast<std::uint32_t>(local_slots)
-                                           : kLocalProbes;
-    const std::vector<std::uint32_t> params = {
-        static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(capacity),
-        static_cast<std::uint32_t>(max_groups), local_probes};
+    const std::uint64_t partitions = knob(schedule, kKeyPartitions);
+    // Each part's keys searched in the whole table while they fill at most half of it, counting
+    // max_groups / partitions keys to a part (the hash spreads distinct keys evenly; a part
+    // with more searches longer, or sends rows to the global table, with the same sums).
+    const std::uint32_t local_probes =
+        local_slots != 0 && 2 * max_groups <= partitions * local_slots
+            ? static_cast<std::uint32_t>(local_slots)
+            : kLocalProbes;
+    std::vector<std::uint32_t> params = {static_cast<std::uint32_t>(n),
+                                         static_cast<std::uint32_t>(capacity),
+                                         static_cast<std::uint32_t>(max_groups), local_probes, 0};
     const std::uint64_t row_bytes = std::max<std::uint64_t>(4, 4 * n);
     DispatchPlan plan;
     plan.buffers = make_buffer_plans(buffer_specs(), {{"keys", row_bytes},
@@ -690,9 +969,13 @@ class GroupBySumF32 final : public KernelDefinition {
                                                       {"groups", 8},
                                                       {"table", table_bytes}});
     plan.passes = {{"clear", ceil_div(capacity + 1, wg), buffers, params},
-                   {"scale", aggregate_workgroups(schedule, n), buffers, params},
-                   {"aggregate", aggregate_workgroups(schedule, n), buffers, params},
-                   {"emit", ceil_div(capacity + 1, wg), buffers, params}};
+                   {"scale", aggregate_workgroups(schedule, n), buffers, params}};
+    for (std::uint32_t part = 0; part < partitions; ++part) {
+      params.back() = part;
+      plan.passes.push_back({"aggregate", aggregate_workgroups(schedule, n), buffers, params});
+    }
+    params.back() = 0;
+    plan.passes.push_back({"emit", ceil_div(capacity + 1, wg), buffers, params});
     return plan;
   }
 

@@ -3,7 +3,7 @@ fn linear_workgroup(id: vec3u, count: vec3u) -> u32 {
   return id.x + id.y * count.x;
 }
 
-struct Params { n: u32, capacity: u32, max_groups: u32, local_probes: u32 }
+struct Params { n: u32, capacity: u32, max_groups: u32, local_probes: u32, key_part: u32 }
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> keys: array<u32>;
 @group(0) @binding(2) var<storage, read> values: array<u32>;
@@ -16,6 +16,7 @@ struct Params { n: u32, capacity: u32, max_groups: u32, local_probes: u32 }
 const WG: u32 = 256u;  // invocations per workgroup
 const ROWS: u32 = 1u;  // rows per invocation
 const TILE: u32 = 256u;  // rows per tile
+const KEY_PARTS: u32 = 1u;  // parts of the keys, an aggregate pass each
 const LOCAL_SLOTS: u32 = 1024u;  // slots of the workgroup's table
 
 const EMPTY: u32 = 0xffffffffu;
@@ -62,6 +63,12 @@ fn global_slot(key: u32) -> u32 {
     if (found != EMPTY) { slot = (slot + step) & mask; }
   }
   return NO_SLOT;
+}
+
+// Whether this aggregate pass adds the rows of `key`: those whose hash's top 16 bits, scaled to
+// [0, KEY_PARTS), are params.key_part (all rows with one part).
+fn in_this_key_part(key: u32) -> bool {
+  return KEY_PARTS == 1u || (((hash(key) >> 16u) * KEY_PARTS) >> 16u) == params.key_part;
 }
 
 // Tiles of TILE rows, the last one partial (written so that n + TILE cannot overflow).
@@ -262,6 +269,7 @@ fn local_key_word(slot: u32) -> u32 { return 3u * slot; }
 fn local_count_word(slot: u32) -> u32 { return 3u * slot + 1u; }
 fn local_low_word(slot: u32) -> u32 { return 3u * slot + 2u; }
 
+
 // Adds a row's integer to the workgroup's table; false when its key finds no room there within
 // params.local_probes slots. The key is not the empty key. The count's add comes first: nothing
 // waits for its result.
@@ -316,8 +324,9 @@ fn aggregate(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) group
         row_values[r] = values[row];
       }
     }
+
     for (var r = 0u; r < ROWS; r++) {
-      if (tile * TILE + r * WG + local < params.n) {
+      if (tile * TILE + r * WG + local < params.n && in_this_key_part(row_keys[r])) {
         let flag = non_finite_flag(row_values[r]);
         if (flag != 0u) {
           add_non_finite(row_keys[r], flag);
@@ -333,6 +342,7 @@ fn aggregate(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) group
         }
       }
     }
+
   }
   workgroupBarrier();
   let first_slot = hash(workgroup);

@@ -1,11 +1,12 @@
 // group_by_sum_f32's fixed-point sums on the real adapter: every schedule (workgroup tables or
-// none, one workgroup per tile or a few looping over tiles) gives each group the same sum bit
-// for bit, the f32 nearest to the exact sum of its values' integers (computed here in 64 bits
-// from double arithmetic, not from the kernel's bit manipulations), because integer addition does
-// not depend on the order of the rows. A third of the rows share one key, so that its sum's low
-// word overflows many times within one workgroup's table and in the global one: a lost or
-// doubled carry changes that sum by 2^32 units. Another third have the key 0xffffffff, the
-// tables' empty key, which adds up outside the workgroup's table.
+// none, searched slot by slot or by windows, rows one after the other or together, one workgroup
+// per tile or a few looping over tiles, the keys in one aggregate pass or split by hash over
+// several) gives each group the same sum bit for bit, the f32 nearest to the exact sum of its
+// values' integers (computed here in 64 bits from double arithmetic, not from the kernel's bit
+// manipulations), because integer addition does not depend on the order of the rows. A third of the
+// rows share one key, so that its sum's low word overflows many times within one workgroup's table
+// and in the global one: a lost or doubled carry changes that sum by 2^32 units. Another third have
+// the key 0xffffffff, the tables' empty key, which adds up outside the workgroup's table.
 
 #include <gtest/gtest.h>
 
@@ -142,7 +143,15 @@ TEST_F(GroupBySumTest, EveryScheduleGivesTheExactFixedPointSumsBitForBit) {
   for (const char* overrides :
        {"", "local_slots=0,rows_per_invocation=4",
         "workgroup_size=64,rows_per_invocation=16,local_slots=2048,persistent_workgroups=256",
-        "workgroup_size=128,rows_per_invocation=4,table_factor=4,persistent_workgroups=256"}) {
+        "workgroup_size=128,rows_per_invocation=4,table_factor=4,persistent_workgroups=256",
+        "key_partitions=2,probe_window=4",
+        "workgroup_size=64,rows_per_invocation=4,local_slots=2048,probe_window=8,"
+        "persistent_workgroups=256,key_partitions=4",
+        "local_slots=0,key_partitions=2",
+        "workgroup_size=64,rows_per_invocation=16,local_slots=1024,interleave_rows=1,"
+        "persistent_workgroups=256",
+        "rows_per_invocation=4,interleave_rows=1,key_partitions=2",
+        "local_slots=0,rows_per_invocation=4,interleave_rows=1"}) {
     expect_exact_sums(overrides, inputs);
   }
 }
