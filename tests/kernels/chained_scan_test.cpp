@@ -97,11 +97,12 @@ TEST_P(ChainedScanFallbackTest, MatchesTheOracleWhenPredecessorsDoNotPublish) {
   for (std::size_t i = 0, count = schedules.size(); i < count; ++i) {
     schedules.push_back(schedules[i] + ",claim_tiles=0");
   }
-  // Two predecessors per lane at once (a window of 16 on lavapipe's 8 lanes, so the longer quick
-  // cases walk more than one), and stores with one bounds test per tile.
+  // Two predecessors per lane at once (a window of 16 on lavapipe's 8 lanes; tiles of 256
+  // elements, so that the longest quick case, 31 tiles, walks more than one window), and stores
+  // with one bounds test per tile.
   if (capabilities_.subgroups) {
     schedules.push_back(
-        "workgroup_size=64,vectors_per_invocation=2,use_subgroups=1,look_back_rows=2,"
+        "workgroup_size=64,vectors_per_invocation=1,use_subgroups=1,look_back_rows=2,"
         "bounds_per_tile=1");
   }
   for (const std::string& overrides : schedules) {
