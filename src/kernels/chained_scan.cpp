@@ -45,6 +45,11 @@ const KnobSpec kLookBackRows{"look_back_rows",
                              "predecessors per lane read at once by the subgroup's look-back",
                              {1, 2, 4},
                              1};
+const KnobSpec kLookBackPublishes{
+    "look_back_publishes",
+    "1: the subgroup's look-back also publishes the prefixes of the tiles it passed",
+    {0, 1},
+    0};
 const KnobSpec kBoundsPerTile{
     "bounds_per_tile",
     "1: tiles before the last store without a bounds test per vector (one uniform branch)",
@@ -453,11 +458,32 @@ const char* const kLookBackMidWgsl = R"(    let stop = subgroupMin(own_stop);
 const char* const kLookBackRowSumWgsl =
     R"(    own_sum += select(0u, statuses[r].y, 2u * (r * lanes + lane) <= stop);
 )";
-const char* const kLookBackTailWgsl = R"(    prefix += subgroupAdd(own_sum);
+const char* const kLookBackStepWgsl = R"(    prefix += subgroupAdd(own_sum);
     if (stop == LOOK_NONE) {
       next -= lanes * LOOK_ROWS;  // rows of aggregates
     } else if ((stop & 1u) == 0u) {
-      break;  // reached a prefix
+)";
+
+// look_back_publishes: the step that reached a prefix also publishes the inclusive prefix of
+// every aggregate it passed (the value at the stop plus the aggregates from that tile to the
+// stop), so that the look-backs after it stop there instead of reading back to the same prefix.
+// The tile's own workgroup publishes the same value (the words carry only that value and the
+// prefix flag, so the two writers cannot mix), and only tiles read as aggregates are helped, so
+// their own aggregate stores came first. The subgroup operations come before the stores' branch.
+const char* const kHelpHeadWgsl = R"(      let window_sum = subgroupAdd(own_sum);
+      var passed = 0u;  // the values before row r
+      var helped = array<u32, LOOK_ROWS>();
+)";
+const char* const kHelpRowValueWgsl =
+    R"(      let value = select(0u, statuses[r].y, 2u * (r * lanes + lane) <= stop);
+      helped[r] = window_sum - passed - subgroupExclusiveAdd(value);
+      passed += subgroupAdd(value);
+)";
+const char* const kHelpRowStoreWgsl = R"(      let distance = r * lanes + lane;
+      if (2u * distance < stop) { publish(next - 1u - distance, FLAG_PREFIX, helped[r]); }
+)";
+
+const char* const kLookBackTailWgsl = R"(      break;  // reached a prefix
     } else {
       next -= stop / 2u;  // the aggregates before an unpublished tile
       if (stop == 1u) {
@@ -478,7 +504,11 @@ std::string subgroup_look_back_wgsl(const ChainedScanShape& shape) {
          kSubgroupLookBackWgsl + kPollHeadWgsl + unrolled_loop("r", rows, kPollFirstRowWgsl) +
          kPollSpinWgsl + unrolled_loop("r", rows, kPollRowAgainWgsl) + kPollTailWgsl +
          kLookBackHeadWgsl + unrolled_loop("r", rows, kLookBackRowStopWgsl) + kLookBackMidWgsl +
-         unrolled_loop("r", rows, kLookBackRowSumWgsl) + kLookBackTailWgsl;
+         unrolled_loop("r", rows, kLookBackRowSumWgsl) + kLookBackStepWgsl +
+         (shape.look_back_publishes ? kHelpHeadWgsl + unrolled_loop("r", rows, kHelpRowValueWgsl) +
+                                          unrolled_loop("r", rows, kHelpRowStoreWgsl)
+                                    : "") +
+         kLookBackTailWgsl;
 }
 
 std::string look_back_wgsl(const ChainedScanShape& shape) {
@@ -621,14 +651,20 @@ Status check_chained_scan_resources(const ChainedScanShape& shape, std::uint64_t
                                                needs + ", and the knob keeps its default (" +
                                                std::to_string(kDefaultLookBackWindow) + ").");
   }
-  if (shape.look_back_rows != 1 && (shape.passes == 3 || !shape.subgroups)) {
+  // The subgroup's look-back knobs, each at its own value and default.
+  const std::pair<const KnobSpec*, std::uint32_t> subgroup_look_back[] = {
+      {&kLookBackRows, shape.look_back_rows},
+      {&kLookBackPublishes, shape.look_back_publishes ? 1u : 0u}};
+  for (const auto& [spec, value] : subgroup_look_back) {
+    if (value == spec->default_value || (shape.passes == 1 && shape.subgroups)) continue;
     const std::string needs =
         shape.passes == 3 ? "passes (1): the three-pass scan does not look back"
                           : "use_subgroups (1): without subgroups the workgroup looks back, "
                             "look_back_window predecessors at once";
-    return Error(ErrorKind::kInvalidInput, "Knob look_back_rows (" +
-                                               std::to_string(shape.look_back_rows) + ") needs " +
-                                               needs + ", and the knob keeps its default (1).");
+    return Error(ErrorKind::kInvalidInput, "Knob " + spec->name + " (" + std::to_string(value) +
+                                               ") needs " + needs +
+                                               ", and the knob keeps its default (" +
+                                               std::to_string(spec->default_value) + ").");
   }
   if (!shape.claim_tiles && shape.passes == 3) {
     return Error(ErrorKind::kInvalidInput,
@@ -664,8 +700,8 @@ std::uint64_t chained_scan_tiles(std::uint64_t n, const ChainedScanShape& shape)
 }
 
 std::vector<KnobSpec> chained_scan_knobs(const KnobSpec& workgroup_size) {
-  return {workgroup_size, kVectorsPerInvocation, kUseSubgroups, kLookBackWindow,
-          kPasses,        kClaimTiles,           kLookBackRows, kBoundsPerTile};
+  return {workgroup_size, kVectorsPerInvocation, kUseSubgroups,  kLookBackWindow,   kPasses,
+          kClaimTiles,    kLookBackRows,         kBoundsPerTile, kLookBackPublishes};
 }
 
 ChainedScanShape chained_scan_shape(const Schedule& schedule, const KnobSpec& workgroup_size) {
@@ -677,7 +713,8 @@ ChainedScanShape chained_scan_shape(const Schedule& schedule, const KnobSpec& wo
           knob(schedule, kClaimTiles) == 1,
           false,
           knob(schedule, kLookBackRows),
-          knob(schedule, kBoundsPerTile) == 1};
+          knob(schedule, kBoundsPerTile) == 1,
+          knob(schedule, kLookBackPublishes) == 1};
 }
 
 std::vector<CaseSpec> chained_scan_level_cases(const ChainedScanShape& shape,

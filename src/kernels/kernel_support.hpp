@@ -182,11 +182,15 @@ struct ChainedScanShape {
   // Whether the tiles before the last store without a bounds test per vector, behind one
   // workgroup-uniform branch on the tile (the last tile keeps the tests).
   bool bounds_per_tile = false;
+  // With subgroups: whether the look-back step that reaches a prefix also publishes the
+  // prefixes of the tiles it passed, so that later look-backs stop nearer.
+  bool look_back_publishes = false;
 };
 
 // The knobs of a kernel on the chained scan, in order: its own `workgroup_size` (compaction
 // leaves out 1024), then vectors_per_invocation, use_subgroups, look_back_window, passes,
-// claim_tiles, look_back_rows and bounds_per_tile, the same in every such kernel.
+// claim_tiles, look_back_rows, bounds_per_tile and look_back_publishes, the same in every such
+// kernel.
 std::vector<KnobSpec> chained_scan_knobs(const KnobSpec& workgroup_size);
 // The shape those knobs of `schedule` give (stage_tile false: staging is the kernel's own knob).
 ChainedScanShape chained_scan_shape(const Schedule& schedule, const KnobSpec& workgroup_size);

@@ -8,8 +8,9 @@
 // workgroup memory), look_back_window (without subgroups), passes (1, or 3 for reduce-then-scan,
 // which reads x twice but never waits for another workgroup), claim_tiles (single pass: a tile
 // claimed from a counter, or the workgroup's id), look_back_rows (with subgroups: predecessors
-// per lane read at once by the look-back), bounds_per_tile (the tiles before the last store
-// without a bounds test per vector).
+// per lane read at once by the look-back), look_back_publishes (with subgroups: the look-back
+// also publishes the prefixes of the tiles it passed), bounds_per_tile (the tiles before the
+// last store without a bounds test per vector).
 //
 // Oracle: the sequential wrapping scan; exact. Bytes moved: 8 n (read x, write y).
 

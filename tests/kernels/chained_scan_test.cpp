@@ -104,6 +104,8 @@ TEST_P(ChainedScanFallbackTest, MatchesTheOracleWhenPredecessorsDoNotPublish) {
     schedules.push_back(
         "workgroup_size=64,vectors_per_invocation=1,use_subgroups=1,look_back_rows=2,"
         "bounds_per_tile=1");
+    // The same, each look-back also publishing the prefixes of the tiles it passed.
+    schedules.push_back(schedules.back() + ",look_back_publishes=1");
   }
   for (const std::string& overrides : schedules) {
     const Schedule schedule = kernels::parse_schedule_overrides(kernel_, overrides).value();

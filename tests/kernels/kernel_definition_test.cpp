@@ -433,6 +433,14 @@ TEST(KernelCatalogTest, IllegalSchedulesNameTheKnobTheValueAndTheLimit) {
   schedule.set("use_subgroups", 1);
   EXPECT_TRUE(scan.check_schedule(schedule, large_adapter()).ok());
   schedule.set("look_back_rows", 1);
+  schedule.set("look_back_publishes", 1);
+  EXPECT_TRUE(scan.check_schedule(schedule, large_adapter()).ok());
+  schedule.set("use_subgroups", 0);
+  EXPECT_EQ(scan.check_schedule(schedule, large_adapter()).error().message(),
+            "Knob look_back_publishes (1) needs use_subgroups (1): without subgroups the "
+            "workgroup looks back, look_back_window predecessors at once, and the knob keeps its "
+            "default (0).");
+  schedule.set("look_back_publishes", 0);
   schedule.set("use_subgroups", 0);
   schedule.set("passes", 3);
   // Only the single pass claims tiles.
