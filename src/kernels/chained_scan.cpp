@@ -41,6 +41,20 @@ const KnobSpec kLookBackWindow{"look_back_window",
                                "predecessors read at once by the look-back",
                                {kDefaultLookBackWindow, 256},
                                kDefaultLookBackWindow};
+const KnobSpec kLookBackRows{"look_back_rows",
+                             "predecessors per lane read at once by the subgroup's look-back",
+                             {1, 2, 4},
+                             1};
+const KnobSpec kLookBackPublishes{
+    "look_back_publishes",
+    "1: the subgroup's look-back also publishes the prefixes of the tiles it passed",
+    {0, 1},
+    0};
+const KnobSpec kBoundsPerTile{
+    "bounds_per_tile",
+    "1: tiles before the last store without a bounds test per vector (one uniform branch)",
+    {0, 1},
+    0};
 const KnobSpec kPasses{
     "passes", "1: single pass, decoupled look-back; 3: reduce-then-scan", {1, 3}, 1};
 const KnobSpec kClaimTiles{
@@ -252,33 +266,52 @@ const char* const kLoadOwnTileWgsl =
 // Each vector's items stored (scan_store) with the tile's prefix. A tile that stores before its
 // look-back (shape stage_tile) knows only offsets within the tile, so its prefix is 0 there;
 // scan_finish_tile, after the look-back, then moves the staged tile out.
-const char* const kStageTileWgsl = R"(  for (var k = 0u; k < VECTORS; k++) {
+const char* const kGuardedStoresWgsl = R"(  for (var k = 0u; k < VECTORS; k++) {
     let v = tile_vector(tile, local, lane, lanes, k);
     if (v < vector_count()) {
-      scan_store(v, raw[k], scan_items(raw[k]), 0u, before + offsets[k]);
+      scan_store(v, raw[k], scan_items(raw[k]), TILE_PREFIX, before + offsets[k]);
     }
   }
 )";
 
-const char* const kStoreTileWgsl = R"(  for (var k = 0u; k < VECTORS; k++) {
-    let v = tile_vector(tile, local, lane, lanes, k);
-    if (v < vector_count()) {
-      scan_store(v, raw[k], scan_items(raw[k]), prefix, before + offsets[k]);
+// With bounds_per_tile the tiles before the last, whose vectors all lie inside x, store without
+// a test per vector, behind one branch that is uniform in the workgroup: on the H200 a condition
+// around each store cost compaction more than the stores (docs/performance.md, ninth session).
+const char* const kTileBoundsStoresWgsl = R"(  if (tile + 1u < params.tiles) {
+    for (var k = 0u; k < VECTORS; k++) {
+      scan_store(tile_vector(tile, local, lane, lanes, k), raw[k], scan_items(raw[k]), TILE_PREFIX,
+                 before + offsets[k]);
+    }
+  } else {
+    for (var k = 0u; k < VECTORS; k++) {
+      let v = tile_vector(tile, local, lane, lanes, k);
+      if (v < vector_count()) {
+        scan_store(v, raw[k], scan_items(raw[k]), TILE_PREFIX, before + offsets[k]);
+      }
     }
   }
 )";
+
+std::string tile_stores_wgsl(const ChainedScanShape& shape, const std::string& tile_prefix) {
+  std::string wgsl = shape.bounds_per_tile ? kTileBoundsStoresWgsl : kGuardedStoresWgsl;
+  for (std::size_t at = wgsl.find("TILE_PREFIX"); at != std::string::npos;
+       at = wgsl.find("TILE_PREFIX", at)) {
+    wgsl.replace(at, std::string_view("TILE_PREFIX").size(), tile_prefix);
+  }
+  return wgsl;
+}
 
 // Ends an entry point that scans tiles, once `prefix` (the sum of the tiles before) is known.
 const char* const kFinishTileWgsl = R"(  scan_finish_tile(prefix, tile_total, local);
 }
 )";
 
-const char* stage_tile_wgsl(const ChainedScanShape& shape) {
-  return shape.stage_tile ? kStageTileWgsl : "";
+std::string stage_tile_wgsl(const ChainedScanShape& shape) {
+  return shape.stage_tile ? tile_stores_wgsl(shape, "0u") : "";
 }
 
 std::string store_tile_wgsl(const ChainedScanShape& shape) {
-  return std::string(shape.stage_tile ? "" : kStoreTileWgsl) + kFinishTileWgsl;
+  return (shape.stage_tile ? "" : tile_stores_wgsl(shape, "prefix")) + kFinishTileWgsl;
 }
 
 // Without subgroups the whole workgroup looks back, one predecessor per invocation of the
@@ -354,8 +387,10 @@ std::string workgroup_look_back_wgsl(const ChainedScanShape& shape) {
          kWorkgroupLookBackWgsl;
 }
 
-// With subgroups the first subgroup alone looks back, one predecessor per lane, with no barrier
-// in the walk.
+// With subgroups the first subgroup alone looks back, LOOK_ROWS predecessors per lane at once
+// (row r of lane l: the (r lanes + l)-th predecessor not yet accounted for), with no barrier in
+// the walk. More rows reach a published prefix in fewer round trips to memory when the resident
+// tiles' prefixes lag many tiles behind, at the cost of more polls.
 const char* const kSubgroupLookBackWgsl = R"(var<workgroup> shared_prefix: u32;
 
 // The sum of a predecessor's items, from the input, by one subgroup. A predecessor is a whole
@@ -369,36 +404,86 @@ fn reduce_tile(tile: u32, lane: u32, lanes: u32) -> u32 {
   return subgroupAdd(sum);
 }
 
-// Lane l's predecessor next - 1 - l (none before tile 0: a prefix of 0), polled until every
-// lane's has published or SPINS polls passed. Every lane takes the same steps: subgroup
-// operations follow, and the H200's driver computed wrong ones after divergent control flow.
-fn polled_statuses(next: u32, lane: u32) -> vec2u {
-  let inside = lane < next;
-  let tile = select(0u, next - 1u - lane, inside);
-  var status = select(vec2u(FLAG_PREFIX, 0u), tile_status(tile), inside);
-  for (var spin = 0u; spin < SPINS; spin++) {
-    if (subgroupAll(status.x != 0u)) { break; }
-    let fresh = select(vec2u(FLAG_PREFIX, 0u), tile_status(tile), inside);
-    status = select(status, fresh, status.x == 0u);
-  }
-  return status;
+// The status of the predecessor `distance` tiles before next - 1 (none before tile 0: a prefix
+// of 0).
+fn status_at(next: u32, distance: u32) -> vec2u {
+  let inside = distance < next;
+  return select(vec2u(FLAG_PREFIX, 0u), tile_status(select(0u, next - 1u - distance, inside)),
+                inside);
 }
+)";
 
-// The sum of every tile before `tile` (> 0), by one subgroup: lane l reads the l-th predecessor
-// not yet accounted for; the lanes' values are added up to the nearest published prefix (done) or
-// unpublished tile (read again, then reduced here).
+// polled_statuses: each lane's LOOK_ROWS predecessors, polled until every lane's have published or
+// SPINS polls passed. Every lane takes the same steps: subgroup operations follow, and the
+// H200's driver computed wrong ones after divergent control flow.
+const char* const kPollHeadWgsl =
+    R"(fn polled_statuses(next: u32, lane: u32, lanes: u32) -> array<vec2u, LOOK_ROWS> {
+  var statuses = array<vec2u, LOOK_ROWS>();
+  var published = true;
+)";
+const char* const kPollFirstRowWgsl = R"(    statuses[r] = status_at(next, r * lanes + lane);
+    published = published & (statuses[r].x != 0u);
+)";
+const char* const kPollSpinWgsl = R"(  for (var spin = 0u; spin < SPINS; spin++) {
+    if (subgroupAll(published)) { break; }
+    published = true;
+)";
+const char* const kPollRowAgainWgsl =
+    R"(    statuses[r] = select(statuses[r], status_at(next, r * lanes + lane), statuses[r].x == 0u);
+    published = published & (statuses[r].x != 0u);
+)";
+const char* const kPollTailWgsl = R"(  }
+  return statuses;
+}
+)";
+
+// look_back: the sum of every tile before `tile` (> 0), by one subgroup; the statuses' values are
+// added up to the nearest published prefix (done) or unpublished tile (read again, then reduced
+// here). A stop is coded as 2 * distance + (0 for a prefix, 1 for unpublished).
+const char* const kLookBackHeadWgsl = R"(
 fn look_back(tile: u32, lane: u32, lanes: u32) -> u32 {
   var prefix = 0u;
   var next = tile;  // tiles before `next` are not accounted for yet
   loop {
-    let status = polled_statuses(next, lane);
-    let own_stop = 2u * lane + select(1u, 0u, status.x == FLAG_PREFIX);
-    let stop = subgroupMin(select(LOOK_NONE, own_stop, status.x != FLAG_AGGREGATE));
-    prefix += subgroupAdd(select(0u, status.y, 2u * lane <= stop));
+    let statuses = polled_statuses(next, lane, lanes);
+    var own_stop = LOOK_NONE;
+)";
+const char* const kLookBackRowStopWgsl = R"(    let status = statuses[r];
+    let stop_here = 2u * (r * lanes + lane) + select(1u, 0u, status.x == FLAG_PREFIX);
+    own_stop = min(own_stop, select(LOOK_NONE, stop_here, status.x != FLAG_AGGREGATE));
+)";
+const char* const kLookBackMidWgsl = R"(    let stop = subgroupMin(own_stop);
+    var own_sum = 0u;
+)";
+const char* const kLookBackRowSumWgsl =
+    R"(    own_sum += select(0u, statuses[r].y, 2u * (r * lanes + lane) <= stop);
+)";
+const char* const kLookBackStepWgsl = R"(    prefix += subgroupAdd(own_sum);
     if (stop == LOOK_NONE) {
-      next -= lanes;  // a row of aggregates
+      next -= lanes * LOOK_ROWS;  // rows of aggregates
     } else if ((stop & 1u) == 0u) {
-      break;  // reached a prefix
+)";
+
+// look_back_publishes: the step that reached a prefix also publishes the inclusive prefix of
+// every aggregate it passed (the value at the stop plus the aggregates from that tile to the
+// stop), so that the look-backs after it stop there instead of reading back to the same prefix.
+// The tile's own workgroup publishes the same value (the words carry only that value and the
+// prefix flag, so the two writers cannot mix), and only tiles read as aggregates are helped, so
+// their own aggregate stores came first. The subgroup operations come before the stores' branch.
+const char* const kHelpHeadWgsl = R"(      let window_sum = subgroupAdd(own_sum);
+      var passed = 0u;  // the values before row r
+      var helped = array<u32, LOOK_ROWS>();
+)";
+const char* const kHelpRowValueWgsl =
+    R"(      let value = select(0u, statuses[r].y, 2u * (r * lanes + lane) <= stop);
+      helped[r] = window_sum - passed - subgroupExclusiveAdd(value);
+      passed += subgroupAdd(value);
+)";
+const char* const kHelpRowStoreWgsl = R"(      let distance = r * lanes + lane;
+      if (2u * distance < stop) { publish(next - 1u - distance, FLAG_PREFIX, helped[r]); }
+)";
+
+const char* const kLookBackTailWgsl = R"(      break;  // reached a prefix
     } else {
       next -= stop / 2u;  // the aggregates before an unpublished tile
       if (stop == 1u) {
@@ -412,8 +497,22 @@ fn look_back(tile: u32, lane: u32, lanes: u32) -> u32 {
 }
 )";
 
+// The rows' loops are unrolled, so that the statuses' indices are constants (no bounds clamps).
+std::string subgroup_look_back_wgsl(const ChainedScanShape& shape) {
+  const std::uint32_t rows = shape.look_back_rows;
+  return constant_declarations({{"LOOK_ROWS", rows, "predecessors per lane read at once"}}) +
+         kSubgroupLookBackWgsl + kPollHeadWgsl + unrolled_loop("r", rows, kPollFirstRowWgsl) +
+         kPollSpinWgsl + unrolled_loop("r", rows, kPollRowAgainWgsl) + kPollTailWgsl +
+         kLookBackHeadWgsl + unrolled_loop("r", rows, kLookBackRowStopWgsl) + kLookBackMidWgsl +
+         unrolled_loop("r", rows, kLookBackRowSumWgsl) + kLookBackStepWgsl +
+         (shape.look_back_publishes ? kHelpHeadWgsl + unrolled_loop("r", rows, kHelpRowValueWgsl) +
+                                          unrolled_loop("r", rows, kHelpRowStoreWgsl)
+                                    : "") +
+         kLookBackTailWgsl;
+}
+
 std::string look_back_wgsl(const ChainedScanShape& shape) {
-  return shape.subgroups ? std::string(kSubgroupLookBackWgsl) : workgroup_look_back_wgsl(shape);
+  return shape.subgroups ? subgroup_look_back_wgsl(shape) : workgroup_look_back_wgsl(shape);
 }
 
 // The pass that zeroes the chain before the single pass.
@@ -552,6 +651,21 @@ Status check_chained_scan_resources(const ChainedScanShape& shape, std::uint64_t
                                                needs + ", and the knob keeps its default (" +
                                                std::to_string(kDefaultLookBackWindow) + ").");
   }
+  // The subgroup's look-back knobs, each at its own value and default.
+  const std::pair<const KnobSpec*, std::uint32_t> subgroup_look_back[] = {
+      {&kLookBackRows, shape.look_back_rows},
+      {&kLookBackPublishes, shape.look_back_publishes ? 1u : 0u}};
+  for (const auto& [spec, value] : subgroup_look_back) {
+    if (value == spec->default_value || (shape.passes == 1 && shape.subgroups)) continue;
+    const std::string needs =
+        shape.passes == 3 ? "passes (1): the three-pass scan does not look back"
+                          : "use_subgroups (1): without subgroups the workgroup looks back, "
+                            "look_back_window predecessors at once";
+    return Error(ErrorKind::kInvalidInput, "Knob " + spec->name + " (" + std::to_string(value) +
+                                               ") needs " + needs +
+                                               ", and the knob keeps its default (" +
+                                               std::to_string(spec->default_value) + ").");
+  }
   if (!shape.claim_tiles && shape.passes == 3) {
     return Error(ErrorKind::kInvalidInput,
                  "Knob claim_tiles (0) needs passes (1): the three-pass scan claims no tiles, and "
@@ -586,8 +700,8 @@ std::uint64_t chained_scan_tiles(std::uint64_t n, const ChainedScanShape& shape)
 }
 
 std::vector<KnobSpec> chained_scan_knobs(const KnobSpec& workgroup_size) {
-  return {workgroup_size, kVectorsPerInvocation, kUseSubgroups, kLookBackWindow, kPasses,
-          kClaimTiles};
+  return {workgroup_size, kVectorsPerInvocation, kUseSubgroups,  kLookBackWindow,   kPasses,
+          kClaimTiles,    kLookBackRows,         kBoundsPerTile, kLookBackPublishes};
 }
 
 ChainedScanShape chained_scan_shape(const Schedule& schedule, const KnobSpec& workgroup_size) {
@@ -596,7 +710,11 @@ ChainedScanShape chained_scan_shape(const Schedule& schedule, const KnobSpec& wo
           knob(schedule, kUseSubgroups) == 1,
           knob(schedule, kLookBackWindow),
           knob(schedule, kPasses),
-          knob(schedule, kClaimTiles) == 1};
+          knob(schedule, kClaimTiles) == 1,
+          false,
+          knob(schedule, kLookBackRows),
+          knob(schedule, kBoundsPerTile) == 1,
+          knob(schedule, kLookBackPublishes) == 1};
 }
 
 std::vector<CaseSpec> chained_scan_level_cases(const ChainedScanShape& shape,
@@ -606,7 +724,8 @@ std::vector<CaseSpec> chained_scan_level_cases(const ChainedScanShape& shape,
   const bool spine = shape.passes == 3;
   const std::uint64_t window =
       spine ? shape.workgroup_size
-            : (shape.subgroups ? 32 : std::min(shape.look_back_window, shape.workgroup_size));
+            : (shape.subgroups ? 32 * shape.look_back_rows
+                               : std::min(shape.look_back_window, shape.workgroup_size));
   // One element past window + 1 tiles, whose last tile's predecessors fill more than one window;
   // or past window tiles, of which the spine's first invocation then takes two.
   const std::uint64_t n = window * tile_elements + 1 + (spine ? 0 : tile_elements);

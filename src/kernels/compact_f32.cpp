@@ -9,8 +9,9 @@
 // so results are exact whatever the adapter does with subnormals.
 // Semantics: IEEE `>` (so -0 > +0 is false); NaN is never kept; a NaN threshold keeps nothing.
 // Knobs: workgroup_size, vectors_per_invocation (vec4 each), use_subgroups, look_back_window,
-// passes, claim_tiles, stage_kept (staging costs workgroup memory, hence resident tiles,
-// and a barrier, and frees the tile's registers during the look-back; the tuner decides).
+// passes, claim_tiles, look_back_rows, look_back_publishes, bounds_per_tile, stage_kept (staging
+// costs workgroup memory, hence resident tiles, and a barrier, and frees the tile's registers
+// during the look-back; the tuner decides).
 //
 // Oracle: the sequential filter; the count and the first `count` outputs must match bit for bit
 // (the rest of y is unspecified). Bytes moved: 6 n (4 n read, 4 bytes per kept element, counted
@@ -117,7 +118,7 @@ const KnobSpec kStageKept{
 class CompactF32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "compact_f32"; }
-  std::uint32_t revision() const override { return 7; }
+  std::uint32_t revision() const override { return 8; }
   std::string_view summary() const override {
     return "the x[i] > threshold, in input order, and their count";
   }

@@ -178,11 +178,21 @@ struct ChainedScanShape {
   // workgroup memory that scan_finish_tile moves out after it: the tile's values then need no
   // registers while the tile waits for its prefix.
   bool stage_tile = false;
+  // With subgroups: predecessors per lane that the look-back's subgroup reads at once (its window
+  // is lanes * look_back_rows). More rows reach a published prefix in fewer round trips to memory.
+  std::uint32_t look_back_rows = 1;
+  // Whether the tiles before the last store without a bounds test per vector, behind one
+  // workgroup-uniform branch on the tile (the last tile keeps the tests).
+  bool bounds_per_tile = false;
+  // With subgroups: whether the look-back step that reaches a prefix also publishes the
+  // prefixes of the tiles it passed, so that later look-backs stop nearer.
+  bool look_back_publishes = false;
 };
 
 // The knobs of a kernel on the chained scan, in order: its own `workgroup_size` (compaction
-// leaves out 1024), then vectors_per_invocation, use_subgroups, look_back_window, passes and
-// claim_tiles, the same in every such kernel.
+// leaves out 1024), then vectors_per_invocation, use_subgroups, look_back_window, passes,
+// claim_tiles, look_back_rows, bounds_per_tile and look_back_publishes, the same in every such
+// kernel.
 std::vector<KnobSpec> chained_scan_knobs(const KnobSpec& workgroup_size);
 // The shape those knobs of `schedule` give (stage_tile false: staging is the kernel's own knob).
 ChainedScanShape chained_scan_shape(const Schedule& schedule, const KnobSpec& workgroup_size);
@@ -215,7 +225,8 @@ Status check_chained_scan_resources(const ChainedScanShape& shape, std::uint64_t
 std::uint64_t chained_scan_tiles(std::uint64_t n, const ChainedScanShape& shape);
 // Certification cases (KernelDefinition::schedule_cases) of `profile` just past the shape's
 // second level: more tiles than one look-back window takes (one pass; with subgroups the window
-// is a subgroup, at most 32), or than the spine's workgroup has invocations (three passes). None
+// is look_back_rows subgroups, at most 32 lanes each), or than the spine's workgroup has
+// invocations (three passes). None
 // when the input would pass the device's binding limit.
 std::vector<CaseSpec> chained_scan_level_cases(const ChainedScanShape& shape,
                                                const std::string& profile,

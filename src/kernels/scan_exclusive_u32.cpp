@@ -7,7 +7,10 @@
 // by subgroup operations, the first subgroup looking back; otherwise blocked tiles and a scan in
 // workgroup memory), look_back_window (without subgroups), passes (1, or 3 for reduce-then-scan,
 // which reads x twice but never waits for another workgroup), claim_tiles (single pass: a tile
-// claimed from a counter, or the workgroup's id).
+// claimed from a counter, or the workgroup's id), look_back_rows (with subgroups: predecessors
+// per lane read at once by the look-back), look_back_publishes (with subgroups: the look-back
+// also publishes the prefixes of the tiles it passed), bounds_per_tile (the tiles before the
+// last store without a bounds test per vector).
 //
 // Oracle: the sequential wrapping scan; exact. Bytes moved: 8 n (read x, write y).
 
@@ -40,7 +43,7 @@ fn scan_total(total: u32) {}
 class ScanExclusiveU32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "scan_exclusive_u32"; }
-  std::uint32_t revision() const override { return 4; }
+  std::uint32_t revision() const override { return 5; }
   std::string_view summary() const override {
     return "y[i] = x[0] + ... + x[i-1] (exclusive prefix sum, wrapping u32)";
   }

@@ -9,7 +9,7 @@
 //   - no tile but the first publishes its prefix: every look-back walks windows of aggregates
 //     back to tile 0.
 // The quick cases have at most 31 tiles, so the workgroup's look-back window is also narrowed from
-// 32 to 4 predecessors (the subgroup's is the subgroup, 8 lanes on lavapipe).
+// 32 to 4 predecessors (the subgroup's is the subgroup, 8 lanes on lavapipe, times look_back_rows).
 // The three-pass strategy has no look-back, and compaction without staging looks back as it does
 // with staging; they are certified as generated.
 
@@ -97,6 +97,16 @@ TEST_P(ChainedScanFallbackTest, MatchesTheOracleWhenPredecessorsDoNotPublish) {
   for (std::size_t i = 0, count = schedules.size(); i < count; ++i) {
     schedules.push_back(schedules[i] + ",claim_tiles=0");
   }
+  // Two predecessors per lane at once (a window of 16 on lavapipe's 8 lanes; tiles of 256
+  // elements, so that the longest quick case, 31 tiles, walks more than one window), and stores
+  // with one bounds test per tile.
+  if (capabilities_.subgroups) {
+    schedules.push_back(
+        "workgroup_size=64,vectors_per_invocation=1,use_subgroups=1,look_back_rows=2,"
+        "bounds_per_tile=1");
+    // The same, each look-back also publishing the prefixes of the tiles it passed.
+    schedules.push_back(schedules.back() + ",look_back_publishes=1");
+  }
   for (const std::string& overrides : schedules) {
     const Schedule schedule = kernels::parse_schedule_overrides(kernel_, overrides).value();
     std::string source =
@@ -130,6 +140,10 @@ TEST_P(ChainedScanFallbackTest, ThreePassAndUnstagedSchedulesMatchTheOracle) {
     if (capabilities_.subgroups) {
       schedules.push_back(
           "workgroup_size=64,vectors_per_invocation=4,use_subgroups=1,claim_tiles=0,stage_kept=0");
+      // The same with one bounds test per tile, and staged with it.
+      schedules.push_back(schedules.back() + ",bounds_per_tile=1");
+      schedules.push_back(
+          "workgroup_size=64,vectors_per_invocation=2,use_subgroups=1,bounds_per_tile=1");
     }
   }
   for (const std::string& overrides : schedules) {

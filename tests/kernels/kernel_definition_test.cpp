@@ -421,6 +421,29 @@ TEST(KernelCatalogTest, IllegalSchedulesNameTheKnobTheValueAndTheLimit) {
             "Knob look_back_window (256) needs passes (1): the three-pass scan does not look "
             "back, and the knob keeps its default (32).");
   schedule.set("look_back_window", 32);
+  // Only the subgroup's look-back reads rows of predecessors.
+  schedule.set("look_back_rows", 2);
+  EXPECT_EQ(scan.check_schedule(schedule, large_adapter()).error().message(),
+            "Knob look_back_rows (2) needs passes (1): the three-pass scan does not look back, "
+            "and the knob keeps its default (1).");
+  schedule.set("passes", 1);
+  EXPECT_EQ(scan.check_schedule(schedule, large_adapter()).error().message(),
+            "Knob look_back_rows (2) needs use_subgroups (1): without subgroups the workgroup "
+            "looks back, look_back_window predecessors at once, and the knob keeps its default "
+            "(1).");
+  schedule.set("use_subgroups", 1);
+  EXPECT_TRUE(scan.check_schedule(schedule, large_adapter()).ok());
+  schedule.set("look_back_rows", 1);
+  schedule.set("look_back_publishes", 1);
+  EXPECT_TRUE(scan.check_schedule(schedule, large_adapter()).ok());
+  schedule.set("use_subgroups", 0);
+  EXPECT_EQ(scan.check_schedule(schedule, large_adapter()).error().message(),
+            "Knob look_back_publishes (1) needs use_subgroups (1): without subgroups the "
+            "workgroup looks back, look_back_window predecessors at once, and the knob keeps its "
+            "default (0).");
+  schedule.set("look_back_publishes", 0);
+  schedule.set("use_subgroups", 0);
+  schedule.set("passes", 3);
   // Only the single pass claims tiles.
   schedule.set("claim_tiles", 0);
   EXPECT_EQ(scan.check_schedule(schedule, large_adapter()).error().message(),
@@ -641,7 +664,7 @@ TEST(KernelCatalogTest, ScheduleCasesGoJustPastEachSchedulesSecondLevel) {
       const std::uint64_t window =
           *schedule.get("passes") == 3 ? wg
           : *schedule.get("use_subgroups") == 1
-              ? 32
+              ? 32 * static_cast<std::uint64_t>(*schedule.get("look_back_rows"))
               : std::min<std::uint64_t>(
                     wg, static_cast<std::uint64_t>(*schedule.get("look_back_window")));
       const std::vector<kernels::CaseSpec> cases = kernel.schedule_cases(schedule, large_adapter());
