@@ -2,7 +2,7 @@
 // with its input keys masked by vec2u(0x00ffffffu, 0u) where they are read (load_pair's input and digit_histograms):
 // the timing of row ids below 2^24 (3 of 8 rounds kept), where plan_rounds skips the other rounds. Not a certified kernel.
 // radix_sort_pairs_u64 revision 3, schedule {digit_bits=8, direct_rounds=1, keys_per_invocation=8, one_sweep=1, use_subgroups=1, workgroup_size=256}
-// source BLAKE3 of what follows: a38c000574400a32cb9ba09fd88db855121c8efa5df7deca50d9da55427f3f9b
+// source BLAKE3 of what follows: 10ded61219213fa2997a9cb9e49d6a792e9958fb74102c83a9a1f9cfd3f5b9d0
 enable subgroups;
 
 fn linear_workgroup(id: vec3u, count: vec3u) -> u32 {
@@ -11,14 +11,14 @@ fn linear_workgroup(id: vec3u, count: vec3u) -> u32 {
 
 struct Params { n: u32, tiles: u32, shift: u32, count_length: u32, count_blocks: u32, scan_width: u32, round: u32, histogram_groups: u32, route: u32 }
 @group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> keys64: array<vec2u>;
-@group(0) @binding(2) var<storage, read_write> scratch64: array<vec2u>;
+@group(0) @binding(1) var<storage, read> keys_in: array<u32>;
+@group(0) @binding(2) var<storage, read_write> keys_out: array<vec2u>;
 @group(0) @binding(3) var<storage, read_write> counts: array<atomic<u32>>;
 @group(0) @binding(4) var<storage, read_write> block_sums: array<atomic<u32>>;
 @group(0) @binding(5) var<storage, read> values_in: array<u32>;
-@group(0) @binding(6) var<storage, read_write> scratch_values: array<u32>;
-@group(0) @binding(7) var<storage, read_write> sorted64: array<vec2u>;
-@group(0) @binding(8) var<storage, read_write> sorted_values: array<u32>;
+@group(0) @binding(6) var<storage, read_write> values_out: array<u32>;
+@group(0) @binding(7) var<storage, read> keys64: array<vec2u>;
+@group(0) @binding(8) var<storage, read_write> sorted64: array<vec2u>;
 
 const WG: u32 = 256u;  // invocations of the scan and scatter passes
 const KPI: u32 = 8u;  // keys per invocation of a tile
@@ -51,20 +51,24 @@ fn digit(key: u32) -> u32 { return (key >> params.shift) & (DIGITS - 1u); }
 fn load_pair(i: u32) -> vec2u {
   let source = round_route() & 3u;
   if (source == 0u) { return keys64[i] & vec2u(0x00ffffffu, 0u); }
-  if (source == 1u) { return scratch64[i]; }
+  if (source == 1u) { return keys_out[i]; }
   return sorted64[i];
 }
 fn load_value(i: u32) -> u32 {
   let source = round_route() & 3u;
   if (source == 0u) { return values_in[i]; }
-  if (source == 1u) { return scratch_values[i]; }
-  return sorted_values[i];
+  if (source == 1u) { return keys_out[params.n + i / 2u][i & 1u]; }
+  return values_out[i];
 }
 fn store_pair(place: u32, pair: vec2u) {
-  if ((round_route() >> 2u) == 1u) { scratch64[place] = pair; } else { sorted64[place] = pair; }
+  if ((round_route() >> 2u) == 1u) { keys_out[place] = pair; } else { sorted64[place] = pair; }
 }
 fn store_value(place: u32, value: u32) {
-  if ((round_route() >> 2u) == 1u) { scratch_values[place] = value; } else { sorted_values[place] = value; }
+  if ((round_route() >> 2u) == 1u) {
+    keys_out[params.n + place / 2u][place & 1u] = value;
+  } else {
+    values_out[place] = value;
+  }
 }
 fn high_round() -> bool { return params.round >= 32u / BITS; }
 fn digit_word(pair: vec2u) -> u32 { return select(pair.x, pair.y, high_round()); }

@@ -89,9 +89,9 @@
 // digit's word (the pairs' ranking code), and moves the key's two words (one vec2u) and its value
 // to their places by that ranking, staged in the tile's ranked order in two steps (the words,
 // then the values where the other words were; workgroup memory as for u32 pairs). Rounds go
-// between `scratch` (2 n words here) and `sorted`. Five passes per round, as above (round 0
-// reads the input), or one sweep, whose digit_histograms counts all the rounds' digits; then
-// plan_rounds (one workgroup) skips every round whose digit all keys share (one digit counts n
+// between `scratch` (the keys, then the values) and `sorted`. Five passes per round, as above
+// (round 0 reads the input), or one sweep, whose digit_histograms counts all the rounds' digits;
+// then plan_rounds (one workgroup) skips every round whose digit all keys share (one digit counts n
 // keys: a stable scatter would move nothing), as the high words' rounds of a column of row ids,
 // and routes the kept ones: the first reads the input, each writes scratch or sorted, the last
 // sorted (all skipped, as for equal keys: the last round is kept). Each pass binds the input,
@@ -240,23 +240,12 @@ class RadixSort final : public KernelDefinition {
   // size rules say both); the table keeps its bindings and names for every schedule.
   std::vector<WgslBinding> wgsl_bindings(const Schedule& schedule) const override {
     const std::string scratch = one_sweep(schedule) ? "atomic<u32>" : "u32";
-    if (direct(schedule)) {
-      // Each round reads one of input, scratch and sorted and writes one of the other two, as
-      // its route says (see kWideRoutesWgsl): every pass binds all three.
-      return {params_binding("Params"),
-              storage_read(1, "keys64", "vec2u"),
-              storage_read_write(2, "scratch64", "vec2u"),
-              storage_read_write(3, "counts", scratch),
-              storage_read_write(4, "block_sums", scratch),
-              storage_read(5, "values_in", "u32"),
-              storage_read_write(6, "scratch_values", "u32"),
-              storage_read_write(7, "sorted64", "vec2u"),
-              storage_read_write(8, "sorted_values", "u32")};
-    }
-    std::vector<WgslBinding> table = {params_binding("Params"), storage_read(1, "keys_in", "u32"),
-                                      storage_read_write(2, "keys_out", "u32"),
-                                      storage_read_write(3, "counts", scratch),
-                                      storage_read_write(4, "block_sums", scratch)};
+    // With direct_rounds, keys_out is scratch: the keys (vec2u) and then the values (two a
+    // vec2u), see kWideRoutesWgsl.
+    std::vector<WgslBinding> table = {
+        params_binding("Params"), storage_read(1, "keys_in", "u32"),
+        storage_read_write(2, "keys_out", direct(schedule) ? "vec2u" : "u32"),
+        storage_read_write(3, "counts", scratch), storage_read_write(4, "block_sums", scratch)};
     if (pairs_) {
       table.push_back(storage_read(5, "values_in", "u32"));
       table.push_back(storage_read_write(6, "values_out", "u32"));
@@ -291,10 +280,13 @@ class RadixSort final : public KernelDefinition {
           "u64 array";
       specs[0].size_rule = kWideColumn;
       specs[1].size_rule = kWideColumn;
-      specs[2].size_rule = "n elements, at least 1; with direct_rounds, 2 n (the keys' two words)";
+      specs[2].size_rule =
+          "n elements, at least 1; with direct_rounds, 2 n + 2 ceil(n / 2), at least 4 (the keys' "
+          "two words, then the values)";
       specs[3].size_rule =
           "as for u32 keys; with direct_rounds and one_sweep, 64 / digit_bits * (2 + "
           "2^digit_bits) (each round's tile counter, digit totals, then route)";
+      specs[7].size_rule = "n elements, at least 1; 1 with direct_rounds (unused)";
       for (const char* name : {"low", "high", "positions"}) {
         specs.push_back({name, ElementType::kU32, BufferRole::kScratch,
                          "n elements, at least 1; 1 with direct_rounds (unused)"});
@@ -651,14 +643,16 @@ Result<DispatchPlan> RadixSort::direct_plan(const Schedule& schedule, std::uint6
   const std::uint64_t digits = digit_count_of(schedule);
   const std::uint64_t tiles = ceil_div(n, tile_keys(schedule));
   const std::uint64_t key_bytes = std::max<std::uint64_t>(8, n * 8);
-  sizes["keys"] = sizes["sorted"] = sizes["scratch"] = key_bytes;
-  for (const char* unused : {"low", "high", "positions"}) sizes[unused] = 4;
+  sizes["keys"] = sizes["sorted"] = key_bytes;
+  sizes["scratch"] = std::max<std::uint64_t>(16, 8 * (n + ceil_div(n, 2)));
+  for (const char* unused : {"low", "high", "positions", "scratch_values"}) sizes[unused] = 4;
   if (one_sweep(schedule)) sizes["counts"] = 4 * rounds * (2 + digits);
   DispatchPlan plan;
   plan.buffers = make_buffer_plans(buffer_specs(), sizes);
+  // keys_in (a u32 view of the keys) is not read.
   const std::map<std::uint32_t, std::string> buffers = {
-      {1, "keys"},   {2, "scratch"},        {3, "counts"}, {4, "block_sums"},
-      {5, "values"}, {6, "scratch_values"}, {7, "sorted"}, {8, "sorted_values"}};
+      {1, "keys"},   {2, "scratch"},       {3, "counts"}, {4, "block_sums"},
+      {5, "values"}, {6, "sorted_values"}, {7, "keys"},   {8, "sorted"}};
   const std::uint64_t count_length = digits * tiles;
   const std::uint64_t histogram_groups = histogram_groups_of(n);
   const auto params = [&](std::uint32_t round, std::uint32_t round_route) {
@@ -1583,26 +1577,32 @@ struct Params { n: u32, tiles: u32, shift: u32, count_length: u32, count_blocks:
 
 // A round's route: bits 0-1 name its source (0 the input, 1 scratch, 2 sorted), bits 2-3 its
 // destination (1 scratch, 2 sorted); route 0 is a skipped round. Each access branches on the
-// route, uniform over the whole dispatch. The round's digit is in the key's low word for the
-// first 32 / BITS rounds, then in its high word.
+// route, uniform over the whole dispatch. The bindings: the input in keys64 and values_in,
+// sorted in sorted64 and values_out, scratch in keys_out, key i at i and value i in half i % 2
+// of n + i / 2 (the table's eight storage bindings, as for direct_rounds 0). The round's digit
+// is in the key's low word for the first 32 / BITS rounds, then in its high word.
 const char* const kWideRoutesWgsl = R"(
 fn load_pair(i: u32) -> vec2u {
   let source = round_route() & 3u;
   if (source == 0u) { return keys64[i]; }
-  if (source == 1u) { return scratch64[i]; }
+  if (source == 1u) { return keys_out[i]; }
   return sorted64[i];
 }
 fn load_value(i: u32) -> u32 {
   let source = round_route() & 3u;
   if (source == 0u) { return values_in[i]; }
-  if (source == 1u) { return scratch_values[i]; }
-  return sorted_values[i];
+  if (source == 1u) { return keys_out[params.n + i / 2u][i & 1u]; }
+  return values_out[i];
 }
 fn store_pair(place: u32, pair: vec2u) {
-  if ((round_route() >> 2u) == 1u) { scratch64[place] = pair; } else { sorted64[place] = pair; }
+  if ((round_route() >> 2u) == 1u) { keys_out[place] = pair; } else { sorted64[place] = pair; }
 }
 fn store_value(place: u32, value: u32) {
-  if ((round_route() >> 2u) == 1u) { scratch_values[place] = value; } else { sorted_values[place] = value; }
+  if ((round_route() >> 2u) == 1u) {
+    keys_out[params.n + place / 2u][place & 1u] = value;
+  } else {
+    values_out[place] = value;
+  }
 }
 fn high_round() -> bool { return params.round >= 32u / BITS; }
 fn digit_word(pair: vec2u) -> u32 { return select(pair.x, pair.y, high_round()); }
