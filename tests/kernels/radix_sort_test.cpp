@@ -162,9 +162,10 @@ TEST_P(RadixSortPathsTest, OneSweepDispatchesOneScatterPerRound) {
 }
 
 // radix_sort_pairs_u64's direct rounds: 64 / digit_bits rounds over the u64 keys, each moving
-// both words and the value, in five passes per round or in one sweep (8 rounds of 8 bits). The certification cases' profiles skip different rounds in one sweep: none (uniform),
-// all but the last (equal, tiny n), the high words' (small, two kept), the low words'
-// (high-only) or five (ids, three kept: an odd number, which starts in sorted). Then many tiles.
+// both words and the value, in five passes per round or in one sweep (8 rounds of 8 bits). The
+// certification cases' profiles skip different rounds in one sweep: none (uniform), all but the
+// last (equal, tiny n), all but two (small), the low words' (high-only) or five (ids, three
+// kept: an odd number, which starts in sorted). Then many tiles.
 TEST_P(RadixSortPathsTest, DirectRoundsMatchTheOracle) {
   if (kernel_.id() != "radix_sort_pairs_u64") GTEST_SKIP() << "u64 keys only";
   if (!capabilities_.subgroups) GTEST_SKIP() << "direct rounds rank with subgroups";
