@@ -53,7 +53,7 @@
 // The look-back words (`block_sums` here: each tile's published digit sums) alternate between
 // two regions by round: round r's scatter zeroes region (r + 1) % 2, which round r - 1 used and
 // round r + 1 will use. Rounds alternate buffers as above, so the input is never written.
-// The look-back's fallback (look_back in kSweepLookBackWgsl) is cooperative: when some digits
+// The look-back's fallback (look_back in kSweepWalkWgsl) is cooperative: when some digits
 // gave up on a predecessor, the whole workgroup counts the nearest such predecessor's keys, and
 // the digits waiting for it walk on.
 // A look-back word is a 2-bit flag (0: nothing yet, aggregate, inclusive prefix) above a 30-bit
@@ -82,6 +82,21 @@
 //   finish_pairs  sorted[i] = key positions[i] (its high word from `high`), sorted_values[i] =
 //                 values[positions[i]].
 // The 32-bit sorts' WGSL is untouched by it (their golden files are byte-identical).
+// That design (direct_rounds = 0) moves 12 bytes a pair in each of its 2 * 32 / digit_bits
+// rounds too, and its gathers are random (about 2.5 ms a GiB on the H200).
+// With direct_rounds (1) the sort is 64 / digit_bits rounds over the u64 keys themselves, the
+// low word's digits first, and no gathers: each round's scatter ranks a tile once, by the
+// digit's word (the pairs' ranking code), and moves the key's two words (one vec2u) and its value
+// to their places by that ranking, staged in the tile's ranked order in two steps (the words,
+// then the values where the other words were; workgroup memory as for u32 pairs). Rounds go
+// between `scratch` (the keys, then the values) and `sorted`. Five passes per round, as above
+// (round 0 reads the input), or one sweep, whose digit_histograms counts all the rounds' digits;
+// then plan_rounds (one workgroup) skips every round whose digit all keys share (one digit counts n
+// keys: a stable scatter would move nothing), as the high words' rounds of a column of row ids,
+// and routes the kept ones: the first reads the input, each writes scratch or sorted, the last
+// sorted (all skipped, as for equal keys: the last round is kept). Each pass binds the input,
+// scratch and sorted, and branches on the round's route (uniform) for every access. Ranking
+// needs subgroups (use_subgroups = 1).
 //
 // Oracle: std::stable_sort; exact, plus explicit checks that the output is ascending, is a
 // permutation of the input, and (for pairs) keeps equal keys in input order.
@@ -126,19 +141,38 @@ constexpr std::uint32_t kSpins = 128;
 // Look-back words keep 30-bit counts.
 constexpr std::uint64_t kMaxSweepKeys = (std::uint64_t{1} << 30) - 1;
 
+const KnobSpec kDirectRounds{
+    "direct_rounds",
+    "u64 keys: 64 / digit_bits rounds each moving both key words and the value (1), or two "
+    "sorts of 32-bit words carrying positions and random gathers (0)",
+    {0, 1},
+    0};
+
 bool one_sweep(const Schedule& schedule) { return knob(schedule, kOneSweep) == 1; }
 
+// digit_histograms' workgroups for n keys.
+std::uint64_t histogram_groups_of(std::uint64_t n) {
+  return std::clamp<std::uint64_t>(
+      ceil_div(n, std::uint64_t{kHistogramWorkgroup} * kHistogramChunk), 1, kHistogramGroups);
+}
+
 // n u64 keys as 2 n u32 words (low, high) of a profile: those of random_u32 for the whole key
-// ("uniform", "equal", "small", "sorted", "reversed": ordered as u64), or "high-only" (every low
-// word the same, the high words uniform).
+// ("uniform", "equal", "small", "sorted", "reversed": ordered as u64), "high-only" (every low
+// word the same, the high words uniform) or "ids" (below 2^24, as a table's row ids: three
+// digits of 8 bits differ, the other five are 0).
 std::vector<std::uint32_t> random_u64_words(std::size_t n, const std::string& profile,
                                             std::mt19937_64& random) {
   const bool high_only = profile == "high-only";
   const bool ordered = profile == "sorted" || profile == "reversed";
-  const std::string word_profile = ordered || high_only ? "uniform" : profile;
+  const bool ids = profile == "ids";
+  const std::string word_profile = ordered || high_only || ids ? "uniform" : profile;
   std::vector<std::uint32_t> low = random_u32(n, high_only ? "equal" : word_profile, random);
   std::vector<std::uint32_t> high = random_u32(n, word_profile, random);
   if (profile == "small") std::fill(high.begin(), high.end(), high.empty() ? 0 : high.front());
+  if (ids) {
+    for (std::uint32_t& word : low) word &= 0x00ffffffu;
+    std::fill(high.begin(), high.end(), 0u);
+  }
   std::vector<std::uint64_t> keys(n);
   for (std::size_t i = 0; i < n; ++i) keys[i] = std::uint64_t{high[i]} << 32 | low[i];
   if (profile == "sorted") std::sort(keys.begin(), keys.end());
@@ -182,7 +216,8 @@ class RadixSort final : public KernelDefinition {
   // The 32-bit sorts' WGSL is unchanged by the 64-bit one (which adds bindings and entry points
   // only to its own module). Revision 6 (2 for u64 keys): the counts' scan width is a uniform
   // word (scan_width), so that certification reaches the spine's second step.
-  std::uint32_t revision() const override { return wide_keys_ ? 2 : 6; }
+  // Revision 3 for u64 keys: direct_rounds.
+  std::uint32_t revision() const override { return wide_keys_ ? 3 : 6; }
   std::string_view summary() const override {
     if (wide_keys_)
       return "stable ascending sort of u64 keys (low, high u32 words) carrying u32 values";
@@ -191,7 +226,10 @@ class RadixSort final : public KernelDefinition {
   }
 
   std::vector<KnobSpec> knobs() const override {
-    return {kWorkgroupSize, kKeysPerInvocation, kDigitBits, kUseSubgroups, kOneSweep};
+    std::vector<KnobSpec> specs = {kWorkgroupSize, kKeysPerInvocation, kDigitBits, kUseSubgroups,
+                                   kOneSweep};
+    if (wide_keys_) specs.push_back(kDirectRounds);
+    return specs;
   }
 
   Status check_resources(const Schedule& schedule, const DeviceCapabilities& device) const override;
@@ -202,10 +240,12 @@ class RadixSort final : public KernelDefinition {
   // size rules say both); the table keeps its bindings and names for every schedule.
   std::vector<WgslBinding> wgsl_bindings(const Schedule& schedule) const override {
     const std::string scratch = one_sweep(schedule) ? "atomic<u32>" : "u32";
-    std::vector<WgslBinding> table = {params_binding("Params"), storage_read(1, "keys_in", "u32"),
-                                      storage_read_write(2, "keys_out", "u32"),
-                                      storage_read_write(3, "counts", scratch),
-                                      storage_read_write(4, "block_sums", scratch)};
+    // With direct_rounds, keys_out is scratch: the keys (vec2u) and then the values (two a
+    // vec2u), see kWideRoutesWgsl.
+    std::vector<WgslBinding> table = {
+        params_binding("Params"), storage_read(1, "keys_in", "u32"),
+        storage_read_write(2, "keys_out", direct(schedule) ? "vec2u" : "u32"),
+        storage_read_write(3, "counts", scratch), storage_read_write(4, "block_sums", scratch)};
     if (pairs_) {
       table.push_back(storage_read(5, "values_in", "u32"));
       table.push_back(storage_read_write(6, "values_out", "u32"));
@@ -240,19 +280,32 @@ class RadixSort final : public KernelDefinition {
           "u64 array";
       specs[0].size_rule = kWideColumn;
       specs[1].size_rule = kWideColumn;
+      specs[2].size_rule =
+          "n elements, at least 1; with direct_rounds, 2 n + 2 ceil(n / 2), at least 4 (the keys' "
+          "two words, then the values)";
+      specs[3].size_rule =
+          "as for u32 keys; with direct_rounds and one_sweep, 64 / digit_bits * (2 + "
+          "2^digit_bits) (each round's tile counter, digit totals, then route)";
+      specs[7].size_rule = "n elements, at least 1; 1 with direct_rounds (unused)";
       for (const char* name : {"low", "high", "positions"}) {
-        specs.push_back({name, ElementType::kU32, BufferRole::kScratch, kColumn});
+        specs.push_back({name, ElementType::kU32, BufferRole::kScratch,
+                         "n elements, at least 1; 1 with direct_rounds (unused)"});
       }
     }
     return specs;
   }
 
   std::vector<std::string> entry_points(const Schedule& schedule) const override {
+    if (direct(schedule) && one_sweep(schedule)) {
+      return {"sweep_clear", "digit_histograms", "plan_rounds", "scatter"};
+    }
     std::vector<std::string> names =
         one_sweep(schedule) ? std::vector<std::string>{"sweep_clear", "digit_histograms", "scatter"}
                             : std::vector<std::string>{"digit_count", "counts_reduce",
                                                        "counts_spine", "counts_apply", "scatter"};
-    if (wide_keys_) names.insert(names.end(), {"split_keys", "gather_high", "finish_pairs"});
+    if (wide_keys_ && !direct(schedule)) {
+      names.insert(names.end(), {"split_keys", "gather_high", "finish_pairs"});
+    }
     return names;
   }
 
@@ -282,13 +335,19 @@ class RadixSort final : public KernelDefinition {
     many.elements = many_workgroups_size(64, 4, 128u << 20);
     cases.push_back({"many-workgroups n=" + std::to_string(many.elements), many, "uniform"});
     if (wide_keys_) {
-      // The 64-bit keys' own: only the high words differ, so the second sort alone orders them.
+      // The 64-bit keys' own: only the high words differ, so the second sort alone orders them
+      // (and direct rounds skip the low words' rounds); or row ids, whose direct rounds keep
+      // an odd number of rounds (three).
+      std::size_t top_bits = 0;
       for (CaseSpec& spec : cases) {
         if (spec.value_profile == "top-bits") {
-          spec.value_profile = "high-only";
-          spec.name = spec.name.substr(0, spec.name.find(' ')) + " high-only";
+          spec.value_profile = top_bits++ % 2 == 0 ? "high-only" : "ids";
+          spec.name = spec.name.substr(0, spec.name.find(' ')) + " " + spec.value_profile;
         }
       }
+      Problem ids;
+      ids.elements = 104729;
+      cases.push_back({"n=104729 ids", ids, "ids"});
     }
     return cases;
   }
@@ -326,7 +385,8 @@ class RadixSort final : public KernelDefinition {
   // same tile, and for keys a wider one (CUB's H200 tile, 384 x 20, fits the H200's 48 KiB but
   // not lavapipe's 32, so it is left to the tuner's space).
   // radix_sort_pairs_u64 starts from the pairs' schedules (its two sorts are the pairs' passes),
-  // not yet timed for it.
+  // timed for it in session 27 (2.72 G pairs/s), then the same tiles with direct rounds, not yet
+  // timed.
   std::vector<std::string> starting_points() const override {
     std::vector<std::string> points = {
         "digit_bits=8,keys_per_invocation=16,use_subgroups=1,workgroup_size=256"};
@@ -334,6 +394,14 @@ class RadixSort final : public KernelDefinition {
       points.push_back(
           "digit_bits=8,keys_per_invocation=8,one_sweep=1,use_subgroups=1,"
           "workgroup_size=256");
+      if (wide_keys_) {
+        points.push_back(
+            "digit_bits=8,direct_rounds=1,keys_per_invocation=16,use_subgroups=1,"
+            "workgroup_size=256");
+        points.push_back(
+            "digit_bits=8,direct_rounds=1,keys_per_invocation=12,one_sweep=1,use_subgroups=1,"
+            "workgroup_size=384");
+      }
     } else {
       points.push_back(
           "digit_bits=8,keys_per_invocation=16,one_sweep=1,use_subgroups=1,"
@@ -352,6 +420,18 @@ class RadixSort final : public KernelDefinition {
   }
 
  private:
+  // radix_sort_pairs_u64 with direct_rounds (1).
+  bool direct(const Schedule& schedule) const {
+    return wide_keys_ && knob(schedule, kDirectRounds) == 1;
+  }
+  // Rounds of one sort: over 32-bit keys, or over the u64 keys with direct_rounds.
+  std::uint32_t sort_rounds(const Schedule& schedule) const {
+    return (direct(schedule) ? 64 : 32) / knob(schedule, kDigitBits);
+  }
+  Result<DispatchPlan> direct_plan(const Schedule& schedule, std::uint64_t n,
+                                   std::uint64_t scan_width,
+                                   std::map<std::string, std::uint64_t> sizes) const;
+  std::string direct_wgsl(const Schedule& schedule) const;
   // The passes of one sort of 32-bit keys on `columns`: five per round, or one sweep.
   void append_counted_rounds(const Schedule& schedule, std::uint64_t n, std::uint64_t scan_width,
                              const RoundColumns& columns, std::vector<PassPlan>& passes) const;
@@ -387,7 +467,6 @@ std::uint32_t subgroup_counter_words(const Schedule& schedule) {
 }
 
 std::uint32_t digit_count_of(const Schedule& schedule) { return 1u << knob(schedule, kDigitBits); }
-std::uint32_t rounds_of(const Schedule& schedule) { return 32 / knob(schedule, kDigitBits); }
 std::uint64_t tile_keys(const Schedule& schedule) {
   return std::uint64_t{knob(schedule, kWorkgroupSize)} * knob(schedule, kKeysPerInvocation);
 }
@@ -456,7 +535,7 @@ std::uint64_t RadixSort::one_sweep_workgroup_bytes(const Schedule& schedule) con
   const std::uint64_t scan = 4 * knob(schedule, kWorkgroupSize);
   const std::uint64_t look_back = 4 * digit_count_of(schedule) + 12;
   const std::uint64_t histograms =
-      4 * std::uint64_t{rounds_of(schedule)} * digit_count_of(schedule);
+      4 * std::uint64_t{sort_rounds(schedule)} * digit_count_of(schedule);
   return std::max(scan + ranking_bytes(schedule, pairs_) + look_back, histograms);
 }
 
@@ -503,7 +582,7 @@ Result<DispatchPlan> RadixSort::plan(const Schedule& schedule, const Problem& pr
   std::map<std::string, std::uint64_t> sizes = {
       {"keys", bytes}, {"sorted", bytes}, {"scratch", bytes}};
   if (one_sweep(schedule)) {
-    sizes["counts"] = 4 * rounds_of(schedule) * (1 + digits);
+    sizes["counts"] = 4 * sort_rounds(schedule) * (1 + digits);
     sizes["block_sums"] = std::max<std::uint64_t>(4, 4 * 2 * digits * tiles);
   } else {
     const std::uint64_t count_length = digits * tiles;
@@ -513,6 +592,7 @@ Result<DispatchPlan> RadixSort::plan(const Schedule& schedule, const Problem& pr
   if (pairs_) {
     sizes.insert({{"values", bytes}, {"sorted_values", bytes}, {"scratch_values", bytes}});
   }
+  if (direct(schedule)) return direct_plan(schedule, n, scan_width, std::move(sizes));
   DispatchPlan plan;
   if (!wide_keys_) {
     plan.buffers = make_buffer_plans(buffer_specs(), sizes);
@@ -538,6 +618,75 @@ Result<DispatchPlan> RadixSort::plan(const Schedule& schedule, const Problem& pr
   pass("gather_high", {{1, "low"}, {2, "high"}, {5, "positions"}, {6, "scratch_values"}});
   append_sort(schedule, n, scan_width, wide_columns("high"), plan.passes);
   pass("finish_pairs", {{1, "positions"}, {2, "high"}, {5, "values"}, {6, "sorted_values"}});
+  return plan;
+}
+
+// The routes of direct rounds (kWideRoutesWgsl): where a round reads and writes its keys and
+// values.
+constexpr std::uint32_t kFromInput = 0;
+constexpr std::uint32_t kScratch = 1;
+constexpr std::uint32_t kSorted = 2;
+constexpr std::uint32_t route(std::uint32_t source, std::uint32_t destination) {
+  return source | destination << 2;
+}
+
+// radix_sort_pairs_u64 with direct_rounds: 64 / digit_bits rounds over the u64 keys, each moving
+// both words and the value. Five passes per round, round r reading the input (r = 0) or round
+// r - 1's output and writing scratch (r even) or sorted (r odd: the last round, as the rounds
+// are even); or sweep_clear, digit_histograms and plan_rounds, then one scatter per round
+// wherever plan_rounds routes it (a round whose digit all keys share is skipped).
+Result<DispatchPlan> RadixSort::direct_plan(const Schedule& schedule, std::uint64_t n,
+                                            std::uint64_t scan_width,
+                                            std::map<std::string, std::uint64_t> sizes) const {
+  const std::uint32_t bits = knob(schedule, kDigitBits);
+  const std::uint32_t rounds = sort_rounds(schedule);
+  const std::uint64_t digits = digit_count_of(schedule);
+  const std::uint64_t tiles = ceil_div(n, tile_keys(schedule));
+  const std::uint64_t key_bytes = std::max<std::uint64_t>(8, n * 8);
+  sizes["keys"] = sizes["sorted"] = key_bytes;
+  sizes["scratch"] = std::max<std::uint64_t>(16, 8 * (n + ceil_div(n, 2)));
+  for (const char* unused : {"low", "high", "positions", "scratch_values"}) sizes[unused] = 4;
+  if (one_sweep(schedule)) sizes["counts"] = 4 * rounds * (2 + digits);
+  DispatchPlan plan;
+  plan.buffers = make_buffer_plans(buffer_specs(), sizes);
+  // keys_in (a u32 view of the keys) is not read.
+  const std::map<std::uint32_t, std::string> buffers = {
+      {1, "keys"},   {2, "scratch"},       {3, "counts"}, {4, "block_sums"},
+      {5, "values"}, {6, "sorted_values"}, {7, "keys"},   {8, "sorted"}};
+  const std::uint64_t count_length = digits * tiles;
+  const std::uint64_t histogram_groups = histogram_groups_of(n);
+  const auto params = [&](std::uint32_t round, std::uint32_t round_route) {
+    return std::vector<std::uint32_t>{
+        static_cast<std::uint32_t>(n),
+        static_cast<std::uint32_t>(tiles),
+        (round * bits) % 32,
+        static_cast<std::uint32_t>(count_length),
+        static_cast<std::uint32_t>(ceil_div(count_length, scan_width)),
+        static_cast<std::uint32_t>(scan_width),
+        round,
+        static_cast<std::uint32_t>(histogram_groups),
+        round_route};
+  };
+  if (one_sweep(schedule)) {
+    plan.passes.push_back({"sweep_clear", 1, buffers, params(0, 0)});
+    plan.passes.push_back({"digit_histograms", histogram_groups, buffers, params(0, 0)});
+    plan.passes.push_back({"plan_rounds", 1, buffers, params(0, 0)});
+    for (std::uint32_t round = 0; round < rounds; ++round) {
+      plan.passes.push_back({"scatter", tiles, buffers, params(round, 0)});
+    }
+    return plan;
+  }
+  const std::uint64_t count_blocks = ceil_div(count_length, scan_width);
+  for (std::uint32_t round = 0; round < rounds; ++round) {
+    const std::uint32_t source = round == 0 ? kFromInput : (round % 2 == 1 ? kScratch : kSorted);
+    const std::vector<std::uint32_t> words =
+        params(round, route(source, round % 2 == 0 ? kScratch : kSorted));
+    plan.passes.push_back({"digit_count", tiles, buffers, words});
+    plan.passes.push_back({"counts_reduce", count_blocks, buffers, words});
+    plan.passes.push_back({"counts_spine", 1, buffers, words});
+    plan.passes.push_back({"counts_apply", count_blocks, buffers, words});
+    plan.passes.push_back({"scatter", tiles, buffers, words});
+  }
   return plan;
 }
 
@@ -571,10 +720,9 @@ void RadixSort::append_one_sweep(const Schedule& schedule, std::uint64_t n,
                                  const RoundColumns& columns, std::vector<PassPlan>& passes) const {
   const std::uint32_t bits = knob(schedule, kDigitBits);
   const std::uint32_t rounds =
-      rounds_of(schedule);  // even, so the last round writes columns.sorted
+      sort_rounds(schedule);  // even, so the last round writes columns.sorted
   const std::uint64_t tiles = ceil_div(n, tile_keys(schedule));
-  const std::uint64_t histogram_groups = std::clamp<std::uint64_t>(
-      ceil_div(n, std::uint64_t{kHistogramWorkgroup} * kHistogramChunk), 1, kHistogramGroups);
+  const std::uint64_t histogram_groups = histogram_groups_of(n);
   const auto params = [&](std::uint32_t round) {
     return std::vector<std::uint32_t>{static_cast<std::uint32_t>(n),
                                       static_cast<std::uint32_t>(tiles), round * bits, round,
@@ -594,6 +742,12 @@ void RadixSort::append_one_sweep(const Schedule& schedule, std::uint64_t n,
 Status RadixSort::check_resources(const Schedule& schedule,
                                   const DeviceCapabilities& device) const {
   const bool subgroups = knob(schedule, kUseSubgroups) == 1;
+  if (direct(schedule) && !subgroups) {
+    return Error(ErrorKind::kInvalidInput,
+                 "Knob direct_rounds (1) needs use_subgroups (1): its scatter stages the tile's "
+                 "key words and values in their ranked order, which the subgroup ranking "
+                 "computes.");
+  }
   if (knob(schedule, kDigitBits) == 8 && !subgroups) {
     return Error(ErrorKind::kInvalidInput,
                  "Knob digit_bits (8) needs use_subgroups (1): ranking without subgroups keeps a "
@@ -739,9 +893,11 @@ fn counts_apply(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) gr
 // digit.
 constexpr std::uint32_t kCountWorkgroup = 64;
 
-const char* const kDigitCountWgsl = R"(
+const char* const kTileCountsWgsl = R"(
 var<workgroup> tile_counts: array<atomic<u32>, DIGITS>;
+)";
 
+const char* const kLoadCountChunkWgsl = R"(
 // COUNT_CHUNK keys, COUNT_WG apart from `first` (clamped loads: no branch).
 fn load_count_chunk(first: u32) -> array<u32, COUNT_CHUNK> {
   let last = max(params.n, 1u) - 1u;
@@ -751,7 +907,9 @@ fn load_count_chunk(first: u32) -> array<u32, COUNT_CHUNK> {
   }
   return keys;
 }
+)";
 
+const char* const kDigitCountWgsl = R"(
 fn clear_tile_counts(local: u32) {
   for (var d = local; d < DIGITS; d += COUNT_WG) { atomicStore(&tile_counts[d], 0u); }
 }
@@ -1089,14 +1247,16 @@ struct Params { n: u32, tiles: u32, shift: u32, round: u32, histogram_groups: u3
 
 // counts[r]: round r's next tile to claim; counts[ROUNDS + r * DIGITS + d]: the keys whose
 // digit of round r is d. Both count up from the zeroes of sweep_clear.
-const char* const kSweepCountingWgsl = R"(
+const char* const kSweepClearWgsl = R"(
 @compute @workgroup_size(HIST_WG)
 fn sweep_clear(@builtin(local_invocation_index) local: u32) {
   for (var w = local; w < ROUNDS + ROUNDS * DIGITS; w += HIST_WG) {
     atomicStore(&counts[w], 0u);
   }
 }
+)";
 
+const char* const kSweepHistogramsWgsl = R"(
 var<workgroup> round_counts: array<atomic<u32>, ROUNDS * DIGITS>;
 
 // The digit of a key in round r (of 32 / ROUNDS bits).
@@ -1197,13 +1357,17 @@ fn publish_aggregate(tile: u32, local: u32, total: u32) {
 
 // stuck_counts += the digits of a tile's keys, counted by the whole workgroup from the input,
 // which no workgroup writes during the pass: the same keys the tile's own workgroup ranks.
-fn count_from_input(tile: u32, local: u32) {
+)";
+
+const char* const kCountFromInputWgsl = R"(fn count_from_input(tile: u32, local: u32) {
   for (var k = local; k < WG * KPI; k += WG) {
     let i = tile * (WG * KPI) + k;
     if (i < params.n) { atomicAdd(&stuck_counts[digit(keys_in[i])], 1u); }
   }
 }
+)";
 
+const char* const kSweepWalkWgsl = R"(
 // Call in uniform control flow: invocation d < DIGITS returns the count of digit d in every tile
 // before `tile`. It walks back over its predecessors' words, adding aggregates, until a prefix
 // (or tile 0); a predecessor that published nothing after SPINS polls is given up on. Then, as
@@ -1313,11 +1477,11 @@ std::vector<WgslConstant> radix_constants(const Schedule& schedule) {
   return constants;
 }
 
-std::vector<WgslConstant> sweep_constants(const Schedule& schedule) {
+std::vector<WgslConstant> sweep_constants(const Schedule& schedule, std::uint32_t rounds) {
   std::vector<WgslConstant> constants = tile_constants(schedule);
   constants.insert(
       constants.end(),
-      {{"ROUNDS", rounds_of(schedule), ""},
+      {{"ROUNDS", rounds, ""},
        {"HIST_WG", kHistogramWorkgroup, "invocations of sweep_clear and digit_histograms"},
        {"HIST_CHUNK", kHistogramChunk, "keys loaded at once by digit_histograms"},
        {"HIST_BLOCK", kHistogramWorkgroup * kHistogramChunk, "keys of a digit_histograms block"},
@@ -1401,18 +1565,269 @@ fn finish_pairs(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) gr
 }
 )";
 
+// --- radix_sort_pairs_u64's direct rounds (direct_rounds = 1) --------------------------------
+// 64 / digit_bits rounds over the u64 keys, the low word's digits first; each round's scatter
+// ranks a tile once, by the digit's word, and moves the key's two words (vec2u) and its value by
+// that ranking. The pieces that differ from the 32-bit sorts' are below; the rest (counts' scan,
+// ranking, look-back) is the same WGSL. Params is the union of both sorts' uniform words, plus
+// the round and its route (five passes; one sweep keeps the routes in `counts`).
+const char* const kWideParamsWgsl = R"(
+struct Params { n: u32, tiles: u32, shift: u32, count_length: u32, count_blocks: u32, scan_width: u32, round: u32, histogram_groups: u32, route: u32 }
+)";
+
+// A round's route: bits 0-1 name its source (0 the input, 1 scratch, 2 sorted), bits 2-3 its
+// destination (1 scratch, 2 sorted); route 0 is a skipped round. Each access branches on the
+// route, uniform over the whole dispatch. The bindings: the input in keys64 and values_in,
+// sorted in sorted64 and values_out, scratch in keys_out, key i at i and value i in half i % 2
+// of n + i / 2 (the table's eight storage bindings, as for direct_rounds 0). The round's digit
+// is in the key's low word for the first 32 / BITS rounds, then in its high word.
+const char* const kWideRoutesWgsl = R"(
+fn load_pair(i: u32) -> vec2u {
+  let source = round_route() & 3u;
+  if (source == 0u) { return keys64[i]; }
+  if (source == 1u) { return keys_out[i]; }
+  return sorted64[i];
+}
+fn load_value(i: u32) -> u32 {
+  let source = round_route() & 3u;
+  if (source == 0u) { return values_in[i]; }
+  if (source == 1u) { return keys_out[params.n + i / 2u][i & 1u]; }
+  return values_out[i];
+}
+fn store_pair(place: u32, pair: vec2u) {
+  if ((round_route() >> 2u) == 1u) { keys_out[place] = pair; } else { sorted64[place] = pair; }
+}
+fn store_value(place: u32, value: u32) {
+  if ((round_route() >> 2u) == 1u) {
+    keys_out[params.n + place / 2u][place & 1u] = value;
+  } else {
+    values_out[place] = value;
+  }
+}
+fn high_round() -> bool { return params.round >= 32u / BITS; }
+fn digit_word(pair: vec2u) -> u32 { return select(pair.x, pair.y, high_round()); }
+fn other_word(pair: vec2u) -> u32 { return select(pair.y, pair.x, high_round()); }
+fn join_words(word: u32, other: u32) -> vec2u {
+  return select(vec2u(word, other), vec2u(other, word), high_round());
+}
+)";
+
+const char* const kCountedRouteWgsl = R"(
+fn round_route() -> u32 { return params.route; }
+)";
+
+// One sweep: the scatter copies its round's route (from plan_rounds) here before any access.
+const char* const kSweepRouteWgsl = R"(
+var<private> sweep_route: u32;
+var<workgroup> route_copy: u32;
+fn round_route() -> u32 { return sweep_route; }
+)";
+
+const char* const kWideLoadCountChunkWgsl = R"(
+// COUNT_CHUNK digit words, COUNT_WG apart from `first` (clamped loads: no branch).
+fn load_count_chunk(first: u32) -> array<u32, COUNT_CHUNK> {
+  let last = max(params.n, 1u) - 1u;
+  var keys = array<u32, COUNT_CHUNK>();
+  for (var item = 0u; item < COUNT_CHUNK; item++) {
+    keys[item] = digit_word(load_pair(min(first + item * COUNT_WG, last)));
+  }
+  return keys;
+}
+)";
+
+// digit_histograms of the 32-bit sorts (kSweepHistogramsWgsl) over the u64 keys of the input:
+// every round's digits, ROUNDS of them.
+const char* const kWideHistogramsWgsl = R"(
+var<workgroup> round_counts: array<atomic<u32>, ROUNDS * DIGITS>;
+
+fn pair_digit(pair: vec2u, r: u32) -> u32 {
+  let half = ROUNDS / 2u;
+  let word = select(pair.x, pair.y, r >= half);
+  return (word >> ((r % half) * BITS)) & (DIGITS - 1u);
+}
+
+@compute @workgroup_size(HIST_WG)
+fn digit_histograms(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+                    @builtin(local_invocation_index) local: u32) {
+  let g = linear_workgroup(group, groups);
+  for (var w = local; w < ROUNDS * DIGITS; w += HIST_WG) { atomicStore(&round_counts[w], 0u); }
+  let invocations = params.histogram_groups * HIST_WG;
+  for (var i = g * HIST_WG + local; i < params.tiles * DIGITS; i += invocations) {
+    atomicStore(&block_sums[i], 0u);
+  }
+  workgroupBarrier();
+  let last = max(params.n, 1u) - 1u;
+  for (var block = g * HIST_BLOCK; block < params.n; block += params.histogram_groups * HIST_BLOCK) {
+    var keys = array<vec2u, HIST_CHUNK>();
+    for (var item = 0u; item < HIST_CHUNK; item++) {
+      keys[item] = keys64[min(block + item * HIST_WG + local, last)];
+    }
+    for (var item = 0u; item < HIST_CHUNK; item++) {
+      if (block + item * HIST_WG + local < params.n) {
+        for (var r = 0u; r < ROUNDS; r++) {
+          atomicAdd(&round_counts[r * DIGITS + pair_digit(keys[item], r)], 1u);
+        }
+      }
+    }
+  }
+  workgroupBarrier();
+  for (var w = local; w < ROUNDS * DIGITS; w += HIST_WG) {
+    let count = atomicLoad(&round_counts[w]);
+    if (count != 0u) { atomicAdd(&counts[ROUNDS + w], count); }
+  }
+}
+)";
+
+// One workgroup, after digit_histograms: a round whose totals have one digit of all n keys
+// moves nothing (a stable scatter of equal digits is the identity), so it is skipped, as when
+// a column's high words are all 0. The kept rounds alternate between scratch and sorted,
+// starting from the input and ending in sorted; if every round is skipped (all keys equal), the
+// last one is kept, so that sorted is written. counts[ROUNDS + ROUNDS * DIGITS + r] is round
+// r's route.
+const char* const kPlanRoundsWgsl = R"(
+var<workgroup> round_kept: array<u32, ROUNDS>;
+
+@compute @workgroup_size(HIST_WG)
+fn plan_rounds(@builtin(local_invocation_index) local: u32) {
+  if (local < ROUNDS) {
+    var kept = 1u;
+    for (var d = 0u; d < DIGITS; d++) {
+      if (atomicLoad(&counts[ROUNDS + local * DIGITS + d]) == params.n) { kept = 0u; }
+    }
+    round_kept[local] = kept;
+  }
+  workgroupBarrier();
+  if (local == 0u) {
+    var kept_rounds = 0u;
+    for (var r = 0u; r < ROUNDS; r++) { kept_rounds += round_kept[r]; }
+    if (kept_rounds == 0u) {
+      round_kept[ROUNDS - 1u] = 1u;
+      kept_rounds = 1u;
+    }
+    var source = 0u;
+    var done = 0u;
+    for (var r = 0u; r < ROUNDS; r++) {
+      var route = 0u;
+      if (round_kept[r] == 1u) {
+        let destination = select(1u, 2u, (kept_rounds - 1u - done) % 2u == 0u);
+        route = source | (destination << 2u);
+        source = destination;
+        done += 1u;
+      }
+      atomicStore(&counts[ROUNDS + ROUNDS * DIGITS + r], route);
+    }
+  }
+}
+)";
+
+const char* const kWideCountFromInputWgsl = R"(fn count_from_input(tile: u32, local: u32) {
+  for (var k = local; k < WG * KPI; k += WG) {
+    let i = tile * (WG * KPI) + k;
+    if (i < params.n) { atomicAdd(&stuck_counts[digit(digit_word(load_pair(i)))], 1u); }
+  }
+}
+)";
+
+const char* const kWideSweepTileWgsl =
+    R"(  if (local == 0u) { route_copy = atomicLoad(&counts[ROUNDS + ROUNDS * DIGITS + params.round]); }
+  let route = workgroupUniformLoad(&route_copy);
+  sweep_route = route;
+  if (route == 0u) {
+    // A skipped round: the keys stay where they are, where plan_rounds routes the next kept
+    // round. The tiles' look-back words of the next round are zeroed all the same (start_tile).
+    let t = linear_workgroup(group, groups);
+    if (t < params.tiles && local < DIGITS && params.round + 1u < ROUNDS) {
+      atomicStore(&block_sums[chain_word(params.round + 1u, t, local)], 0u);
+    }
+    return;
+  }
+  let tile = claim_tile(local);
+  if (tile >= params.tiles) { return; }  // a grid rounded up past the tiles
+)";
+
+const char* const kWideOthersWgsl = R"(  var others = array<u32, KPI>();  // each key's other word
+)";
+
+const char* const kWideLoadSlotWgsl = R"(    let i = run + j * sg + lane;
+    let pair = load_pair(min(i, last));
+    keys[j] = select(0xffffffffu, digit_word(pair), i < params.n);
+    others[j] = other_word(pair);
+    values[j] = load_value(min(i, last));
+)";
+
+// The digit words are staged in `ranked` and the other words in `ranked_values`; the keys leave
+// in pairs, then the values are staged where the other words were.
+const char* const kWideStageSlotWgsl = R"(    atomicStore(&ranked[places[j]], keys[j]);
+    ranked_values[places[j]] = others[j];
+)";
+
+const char* const kWideScatterTailWgsl = R"(  for (var d = local; d < DIGITS; d += WG) {
+    digit_base[d] = tile_start[d] - digit_base[d];
+  }
+  workgroupBarrier();
+  let valid = min(WG * KPI, params.n - tile * (WG * KPI));
+  var targets = array<u32, KPI>();  // the output place of the tile's place local + j WG
+)";
+
+const char* const kWideWritePairSlotWgsl = R"(    let p = local + j * WG;
+    let word = atomicLoad(&ranked[p]);
+    targets[j] = digit_base[digit(word)] + p;
+    if (p < valid) { store_pair(targets[j], join_words(word, ranked_values[p])); }
+)";
+
+const char* const kWideStageValueSlotWgsl = R"(    ranked_values[places[j]] = values[j];
+)";
+
+const char* const kWideWriteValueSlotWgsl = R"(    let p = local + j * WG;
+    if (p < valid) { store_value(targets[j], ranked_values[p]); }
+)";
+
+std::string RadixSort::direct_wgsl(const Schedule& schedule) const {
+  const std::uint32_t kpi = knob(schedule, kKeysPerInvocation);
+  const bool sweep = one_sweep(schedule);
+  std::string wgsl = std::string("enable subgroups;\n") + kLinearWorkgroupWgsl + kWideParamsWgsl +
+                     binding_declarations(wgsl_bindings(schedule)) + "\n" +
+                     constant_declarations(sweep ? sweep_constants(schedule, sort_rounds(schedule))
+                                                 : radix_constants(schedule)) +
+                     "\n" + kWorkgroupScanWgsl + kDigitWgsl + kWideRoutesWgsl;
+  if (sweep) {
+    wgsl += std::string(kSweepRouteWgsl) + kSweepClearWgsl + kWideHistogramsWgsl + kPlanRoundsWgsl +
+            kSweepLookBackWgsl + kWideCountFromInputWgsl + kSweepWalkWgsl;
+  } else {
+    const bool packed_count = knob(schedule, kDigitBits) <= 4;
+    wgsl += std::string(kCountedRouteWgsl) + kCountsScanWgsl + kTileCountsWgsl +
+            kWideLoadCountChunkWgsl + kDigitCountWgsl +
+            (packed_count ? kPackedDigitCountWgsl : kAtomicDigitCountWgsl);
+  }
+  return wgsl + "\n" + constant_declarations(subgroup_scatter_constants(schedule)) +
+         kStagedPairValuesWgsl + kSubgroupRankingWgsl + kSubgroupScatterHeadWgsl +
+         (sweep ? kWideSweepTileWgsl : kSubgroupWorkgroupTileWgsl) + kSubgroupCountersWgsl +
+         (sweep ? kSweepStartWgsl : kCountedTileStartWgsl) + kSubgroupLoadsWgsl + kWideOthersWgsl +
+         unrolled_loop("j", kpi, kWideLoadSlotWgsl) + kPlacesWgsl +
+         unrolled_loop("j", kpi, kRankSlotWgsl) + kSubgroupScanWgsl +
+         (sweep ? kSubgroupPublishWgsl : "") + kDigitScanWgsl +
+         unrolled_loop("j", kpi, kPlaceSlotWgsl) + kBarrierWgsl +
+         unrolled_loop("j", kpi, kWideStageSlotWgsl) + (sweep ? kSubgroupLookBackWgsl : "") +
+         kWideScatterTailWgsl + unrolled_loop("j", kpi, kWideWritePairSlotWgsl) + kBarrierWgsl +
+         unrolled_loop("j", kpi, kWideStageValueSlotWgsl) + kBarrierWgsl +
+         unrolled_loop("j", kpi, kWideWriteValueSlotWgsl) + "}\n";
+}
+
 std::string RadixSort::one_sweep_wgsl(const Schedule& schedule) const {
   const bool subgroups = knob(schedule, kUseSubgroups) == 1;
   return std::string(subgroups ? "enable subgroups;\n" : "") + kLinearWorkgroupWgsl +
          kSweepParamsWgsl + binding_declarations(wgsl_bindings(schedule)) + "\n" +
-         constant_declarations(sweep_constants(schedule)) + "\n" + kWorkgroupScanWgsl + kDigitWgsl +
-         kSweepCountingWgsl + kSweepLookBackWgsl + (pairs_ ? kPairValuesWgsl : kKeyOnlyValuesWgsl) +
+         constant_declarations(sweep_constants(schedule, sort_rounds(schedule))) + "\n" +
+         kWorkgroupScanWgsl + kDigitWgsl + kSweepClearWgsl + kSweepHistogramsWgsl +
+         kSweepLookBackWgsl + kCountFromInputWgsl + kSweepWalkWgsl +
+         (pairs_ ? kPairValuesWgsl : kKeyOnlyValuesWgsl) +
          (subgroups ? subgroup_ranked_scatter_wgsl(schedule)
                     : invocation_ranked_scatter_wgsl(schedule)) +
          (wide_keys_ ? kWideKeysWgsl : "");
 }
 
 std::string RadixSort::generate_wgsl(const Schedule& schedule) const {
+  if (direct(schedule)) return direct_wgsl(schedule);
   if (one_sweep(schedule)) return one_sweep_wgsl(schedule);
   const bool subgroups = knob(schedule, kUseSubgroups) == 1;
   const bool packed_count = subgroups && knob(schedule, kDigitBits) <= 4;
@@ -1420,7 +1835,7 @@ std::string RadixSort::generate_wgsl(const Schedule& schedule) const {
   return std::string(subgroups ? "enable subgroups;\n" : "") + kLinearWorkgroupWgsl + kParamsWgsl +
          binding_declarations(wgsl_bindings(schedule)) + "\n" +
          constant_declarations(radix_constants(schedule)) + "\n" + kWorkgroupScanWgsl + kDigitWgsl +
-         kCountsScanWgsl + kDigitCountWgsl +
+         kCountsScanWgsl + kTileCountsWgsl + kLoadCountChunkWgsl + kDigitCountWgsl +
          (packed_count ? kPackedDigitCountWgsl : kAtomicDigitCountWgsl) + values +
          (subgroups ? subgroup_ranked_scatter_wgsl(schedule)
                     : invocation_ranked_scatter_wgsl(schedule)) +

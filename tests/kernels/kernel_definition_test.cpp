@@ -751,8 +751,9 @@ TEST(KernelCatalogTest, RadixSortCasesRunTheCountsSpineInSeveralSteps) {
       const std::uint64_t n = cases[0].problem.elements;
       EXPECT_EQ(n % tile, tile - 1);
       EXPECT_LE(n, 13 * tile);
+      // The counted rounds' six words (the u64 keys' direct rounds add three).
       const std::vector<std::uint32_t> words = spine_words(sort, schedule, cases[0].problem);
-      ASSERT_EQ(words.size(), 6u);
+      ASSERT_GE(words.size(), 6u);
       const std::uint32_t width = words[5];
       EXPECT_EQ(width, 5u);
       EXPECT_GE(words[1], 2u);             // tiles
@@ -763,7 +764,7 @@ TEST(KernelCatalogTest, RadixSortCasesRunTheCountsSpineInSeveralSteps) {
       kernels::Problem call = cases[0].problem;
       call.counts_scan_width = 0;
       const std::vector<std::uint32_t> full = spine_words(sort, schedule, call);
-      ASSERT_EQ(full.size(), 6u);
+      ASSERT_GE(full.size(), 6u);
       EXPECT_EQ(full[5], 4 * *schedule.get("workgroup_size"));
       EXPECT_LE(full[4], full[5]);
     }

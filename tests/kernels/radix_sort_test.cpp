@@ -6,6 +6,8 @@
 // where each scatter looks back over many predecessors and, on lavapipe, finds some of them
 // unpublished and counts them from the input (the fallback). Each for the u32 keys, the u32
 // pairs and the u64 pairs (whose two sorts run the pairs' passes on the low and high words).
+// The u64 pairs' direct rounds (direct_rounds=1), in five passes and in one sweep, which skips
+// the rounds whose digit every key shares.
 
 #include <gtest/gtest.h>
 
@@ -136,10 +138,78 @@ TEST_P(RadixSortPathsTest, OneSweepDispatchesOneScatterPerRound) {
     expected.push_back("finish_pairs");
   }
   EXPECT_EQ(entry_points, expected);
+  if (kernel_.id() == "radix_sort_pairs_u64") {
+    // Direct rounds: plan_rounds routes the eight rounds over the u64 keys (or skips them).
+    const Schedule direct = kernels::parse_schedule_overrides(
+                                kernel_,
+                                "direct_rounds=1,one_sweep=1,use_subgroups=1,workgroup_size=256,"
+                                "keys_per_invocation=16,digit_bits=8")
+                                .value();
+    auto direct_plan = kernel_.plan(direct, problem, capabilities_);
+    ASSERT_TRUE(direct_plan.ok()) << direct_plan.error().to_string();
+    entry_points.clear();
+    for (const kernels::PassPlan& pass : direct_plan->passes) {
+      entry_points.push_back(pass.entry_point);
+    }
+    expected = {"sweep_clear", "digit_histograms", "plan_rounds"};
+    expected.insert(expected.end(), 8, "scatter");
+    EXPECT_EQ(entry_points, expected);
+  }
   problem.elements = std::uint64_t{1} << 30;
   EXPECT_EQ(kernel_.plan(schedule, problem, capabilities_).error().message(),
             "Knob one_sweep (1) sorts at most 2^30 - 1 keys, whose counts fit its 30-bit "
             "look-back words; the problem has 1073741824.");
+}
+
+// radix_sort_pairs_u64's direct rounds: 64 / digit_bits rounds over the u64 keys, each moving
+// both words and the value, in five passes per round or in one sweep (8 rounds of 8 bits). The
+// certification cases' profiles skip different rounds in one sweep: none (uniform), all but the
+// last (equal, tiny n), all but two (small), the low words' (high-only) or five (ids, three
+// kept: an odd number, which starts in sorted). Then many tiles.
+TEST_P(RadixSortPathsTest, DirectRoundsMatchTheOracle) {
+  if (kernel_.id() != "radix_sort_pairs_u64") GTEST_SKIP() << "u64 keys only";
+  if (!capabilities_.subgroups) GTEST_SKIP() << "direct rounds rank with subgroups";
+  SCOPED_TRACE("seed " + std::to_string(seed_) + " (rerun with WGSL_FORGE_TEST_SEED)");
+  const std::vector<std::string> schedules = {
+      "direct_rounds=1,use_subgroups=1,workgroup_size=64,keys_per_invocation=4,digit_bits=8",
+      "direct_rounds=1,one_sweep=1,use_subgroups=1,workgroup_size=256,keys_per_invocation=4,"
+      "digit_bits=8",
+  };
+  for (const std::string& overrides : schedules) {
+    SCOPED_TRACE(overrides);
+    const Schedule schedule = kernels::parse_schedule_overrides(kernel_, overrides).value();
+    forge::CertifyOptions options;
+    options.quick = true;
+    options.seed = random_();
+    Result<CertificationManifest> manifest = forge::certify(device_, kernel_, schedule, options);
+    ASSERT_TRUE(manifest.ok()) << manifest.error().to_string();
+    EXPECT_EQ(manifest->verdict, Verdict::kCertified) << forge::first_failure(*manifest);
+    if (*schedule.get("one_sweep") == 0) continue;
+    auto generated =
+        kernels::generate_builtin(kernel_, schedule, TargetBackend::kWgsl, capabilities_);
+    ASSERT_TRUE(generated.ok()) << generated.error().to_string();
+    auto prepared = forge::PreparedKernel::prepare(device_, kernel_, *generated);
+    ASSERT_TRUE(prepared.ok()) << prepared.error().to_string();
+    for (const char* profile : {"uniform", "ids"}) {
+      kernels::CaseSpec spec;
+      spec.problem.elements = 40 * 1024 + 333;  // 41 tiles of 1024 keys, the last partial
+      spec.name = "n=" + std::to_string(spec.problem.elements) + " " + profile;
+      spec.value_profile = profile;
+      SCOPED_TRACE(spec.name);
+      const kernels::CaseInputs inputs = kernel_.make_inputs(spec, random_());
+      auto outputs = prepared->run(inputs);
+      ASSERT_TRUE(outputs.ok()) << outputs.error().to_string();
+      const kernels::CaseVerdict verdict = kernel_.check(inputs, *outputs);
+      EXPECT_EQ(verdict.report.mismatch_count, 0u);
+      EXPECT_TRUE(verdict.failed_checks.empty()) << verdict.failed_checks.front();
+    }
+  }
+  // Ranking per invocation has no staged tile to move the three columns by.
+  const Schedule invocation_ranked =
+      kernels::parse_schedule_overrides(kernel_, "direct_rounds=1,use_subgroups=0").value();
+  EXPECT_EQ(kernel_.check_schedule(invocation_ranked, capabilities_).error().message(),
+            "Knob direct_rounds (1) needs use_subgroups (1): its scatter stages the tile's key "
+            "words and values in their ranked order, which the subgroup ranking computes.");
 }
 
 // The subgroup scatter's key-slot loops are unrolled so that their array indices are constants,
