@@ -533,7 +533,8 @@ class HashJoinU32 final : public KernelDefinition {
          "2 (capacity + 1) elements, capacity the power of two at least table_factor "
          "build_n"},
         {"table_stand_in", ElementType::kU32, BufferRole::kScratch,
-         "4 elements, bound in the table's place where a pass does not use it (slot_loads=2)"}};
+         "4 elements, bound at the one of the table's bindings (5, 9) that a pass leaves "
+         "unread"}};
   }
 
   std::vector<std::string> entry_points(const Schedule&) const override {
