@@ -1,5 +1,5 @@
 // hash_join_u32 probe edit (session 28, timing only; schedule slot_loads=1,match_places=0): every match stored at its own row, no atomics or barriers (wrong output)
-// hash_join_u32 revision 3, schedule {match_places=0, probing=0, rows_per_invocation=1, slot_loads=1, table_factor=2, workgroup_size=256}
+// hash_join_u32 revision 4, schedule {match_places=0, probing=0, rows_per_invocation=1, slot_loads=1, table_factor=2, workgroup_size=256}
 
 fn linear_workgroup(id: vec3u, count: vec3u) -> u32 {
   return id.x + id.y * count.x;

@@ -137,6 +137,12 @@ struct BufferSpec {
   std::string size_rule;
 };
 
+// A second name for a binding's buffer, declared as `array<type>` (see WgslBinding::views).
+struct WgslBindingView {
+  std::string name;
+  std::string type;  // the WGSL element type, e.g. `vec4f` or `vec2u`
+};
+
 // One binding of a kernel's WGSL module (all in group 0), declared once per kernel
 // (wgsl_bindings()): the module's declarations and bindings() are both made from these rows.
 struct WgslBinding {
@@ -151,10 +157,10 @@ struct WgslBinding {
   // arithmetic does with them.
   bool f32_bits = false;
   std::string comment;  // appended to the declaration as a WGSL comment, when not empty
-  // When not empty, the module also declares the same binding as `array<vec4<type>>` under this
-  // name, for entry points that move whole vectors (gemm_f32's gemm_vec4, planned only where
-  // the buffer's rows start on whole vectors); no entry point uses both declarations.
-  std::string vector_view;
+  // Further declarations of the same binding as arrays of other element types, for entry points
+  // that move the buffer in other units (gemm_f32's gemm_vec4 whole vectors, hash_join_u32's
+  // probe 8-byte slots). WGSL lets two variables share a binding when no entry point uses both.
+  std::vector<WgslBindingView> views;
 };
 
 struct BufferPlan {

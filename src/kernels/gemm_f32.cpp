@@ -22,7 +22,8 @@
 // loaded and C stored as vec4 through vec4 views of the same buffers, and no bounds tests on the
 // loads of whole k-tiles of a workgroup inside C; tiles taken column by column within groups of
 // tile rows (tile_rows_per_group), for the L2's sake; and 256-column tiles (thread 8 x 8 at
-// 128 x 256: 512 invocations, 64 accumulators each).
+// 128 x 256: 512 invocations, 64 accumulators each). Revision 5 is revision 4 with its vec4
+// views declared from the binding table (the same code under another declaration comment).
 // Edges are handled by loading zeros past m, n or k and not storing past m or n. Knobs: tile_m,
 // tile_n, tile_k, thread_m, thread_n, stages, vector_loads, unroll_depth, tile_rows_per_group.
 // Workgroup size is (tile_m / thread_m) (tile_n / thread_n); workgroup memory is
@@ -70,7 +71,7 @@ const KnobSpec kUnrollDepth{"unroll_depth",
 class GemmF32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "gemm_f32"; }
-  std::uint32_t revision() const override { return 4; }
+  std::uint32_t revision() const override { return 5; }
   std::string_view summary() const override { return "C = A x B, row-major f32, any m, n, k"; }
 
   std::vector<KnobSpec> knobs() const override {
@@ -154,7 +155,9 @@ class GemmF32 final : public KernelDefinition {
                                       storage_read(2, "b", "f32"),
                                       storage_read_write(3, "c", "f32")};
     if (knob(schedule, kVectorLoads) == 1) {
-      for (std::size_t i = 1; i < table.size(); ++i) table[i].vector_view = table[i].name + "4";
+      for (std::size_t i = 1; i < table.size(); ++i) {
+        table[i] = with_view(table[i], table[i].name + "4", "vec4<" + table[i].type + ">");
+      }
     }
     return table;
   }

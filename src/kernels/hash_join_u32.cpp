@@ -26,8 +26,9 @@
 // are then unspecified. status[0] is the number of pairs. Knobs: workgroup_size,
 // rows_per_invocation (rows per invocation in build and probe, workgroup_size apart),
 // table_factor, probing, slot_loads, match_places (1 and 2 need subgroups). Revision 2 added the
-// last two, with revision 1's probe as slot_loads=0, match_places=0; revision 3 slot_loads=2 and
-// the table's read-only binding.
+// last two, with revision 1's probe as slot_loads=0, match_places=0; revision 3 only moved
+// table_slots' declaration into the binding table's; revision 4 added slot_loads=2 and the
+// table's read-only binding.
 //
 // Oracle: the join through a CPU hash table, probed on every core; the pairs compared as a multiset
 // (both sides sorted), the count exact, status[1] the build rows minus the distinct build keys and
@@ -187,16 +188,14 @@ fn build(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: v
 
 // The probe's reads of the table. SLOT_LOADS 0: the key word by an atomic load, and on a match
 // the payload word by a second, dependent one (revision 1). SLOT_LOADS 1: the whole slot by one
-// 8-byte load through `table_slots`, a plain view of the same binding as `table` (WGSL lets two
-// variables share a binding when no entry point uses both; the probe never writes the table, so
-// it needs no atomics once the build pass has ended).
+// 8-byte load through `table_slots`, a plain view of `table`'s binding (wgsl_bindings): the probe
+// never writes the table, so it needs no atomics once the build pass has ended.
 const char* const kAtomicSlotLoadsWgsl = R"(
 fn load_slot(slot: u32) -> vec2u { return vec2u(atomicLoad(&table[key_word(slot)]), 0u); }
 fn slot_payload(slot: u32, held: vec2u) -> u32 { return atomicLoad(&table[payload_word(slot)]); }
 )";
 
 const char* const kWholeSlotLoadsWgsl = R"(
-@group(0) @binding(5) var<storage, read_write> table_slots: array<vec2u>;
 fn load_slot(slot: u32) -> vec2u { return table_slots[slot]; }
 fn slot_payload(slot: u32, held: vec2u) -> u32 { return held.y; }
 )";
@@ -495,7 +494,7 @@ class BuildTable {
 class HashJoinU32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "hash_join_u32"; }
-  std::uint32_t revision() const override { return 3; }
+  std::uint32_t revision() const override { return 4; }
   std::string_view summary() const override {
     return "inner equi-join on unique u32 build keys: (probe payload, build payload) pairs";
   }
@@ -506,13 +505,15 @@ class HashJoinU32 final : public KernelDefinition {
 
   // Binding 9, the table's read-only view, is declared (and bound) in every schedule, so that
   // the bindings do not depend on the schedule; only slot_loads=2 reads it.
-  std::vector<WgslBinding> wgsl_bindings(const Schedule&) const override {
+  std::vector<WgslBinding> wgsl_bindings(const Schedule& schedule) const override {
+    WgslBinding table = storage_read_write(5, "table", "atomic<u32>");
+    if (knob(schedule, kSlotLoads) == 1) table = with_view(table, "table_slots", "vec2u");
     return {params_binding("Params"),
             storage_read(1, "build_keys", "u32"),
             storage_read(2, "build_payloads", "u32"),
             storage_read(3, "probe_keys", "u32"),
             storage_read(4, "probe_payloads", "u32"),
-            storage_read_write(5, "table", "atomic<u32>"),
+            table,
             storage_read_write(6, "pairs_probe", "u32"),
             storage_read_write(7, "pairs_build", "u32"),
             storage_read_write(8, "status", "atomic<u32>"),

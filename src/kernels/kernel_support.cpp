@@ -323,7 +323,7 @@ namespace {
 
 WgslBinding binding_row(std::uint32_t binding, BindingKind kind, std::string name,
                         std::string type) {
-  return {binding, kind, std::move(name), std::move(type), false, "", ""};
+  return {binding, kind, std::move(name), std::move(type), false, "", {}};
 }
 
 }  // namespace
@@ -342,6 +342,11 @@ WgslBinding storage_read_write(std::uint32_t binding, std::string name, std::str
 
 WgslBinding as_f32_bits(WgslBinding row) {
   row.f32_bits = true;
+  return row;
+}
+
+WgslBinding with_view(WgslBinding row, std::string name, std::string type) {
+  row.views.push_back({std::move(name), std::move(type)});
   return row;
 }
 
@@ -369,9 +374,10 @@ std::string binding_declarations(const std::vector<WgslBinding>& table) {
             (row.comment.empty() ? "" : "  // " + row.comment) + "\n";
   }
   for (const WgslBinding& row : table) {
-    if (row.vector_view.empty()) continue;
-    wgsl += declaration(row, row.vector_view, "vec4<" + row.type + ">") + "  // " + row.name +
-            " as whole vectors\n";
+    for (const WgslBindingView& view : row.views) {
+      wgsl +=
+          declaration(row, view.name, view.type) + "  // " + row.name + " as " + view.type + "\n";
+    }
   }
   return wgsl;
 }

@@ -113,6 +113,8 @@ WgslBinding storage_read(std::uint32_t binding, std::string name, std::string ty
 WgslBinding storage_read_write(std::uint32_t binding, std::string name, std::string type);
 // `row` marked as carrying the f32 values of its buffer as raw u32 bits (WgslBinding::f32_bits).
 WgslBinding as_f32_bits(WgslBinding row);
+// `row` also declared as `array<type>` under `name` (WgslBinding::views).
+WgslBinding with_view(WgslBinding row, std::string name, std::string type);
 // WGSL: one `@group(0) @binding(i) var<...> name: ...;` line per row, in the table's order.
 std::string binding_declarations(const std::vector<WgslBinding>& table);
 

@@ -43,10 +43,11 @@
 // Knobs: workgroup_size, team_lanes, team_items, team_segments, block_segments (at most
 // workgroup_size), team_vectors and pass_grid (revision 3; 0 is revision 2's behaviour: the
 // latter bounds chunk_partials' and large_segments' grids, which stride over the chunks and
-// blocks in the ranges that short_segments recorded),
+// blocks in the ranges that short_segments recorded; revision 4 only moves x4's declaration into
+// the binding table's),
 // chunk_items, use_subgroups (teams add with subgroup shuffles, which needs team_lanes within
 // the adapter's smallest subgroup, and workgroups add subgroup sums; otherwise trees in
-// workgroup memory). Revision 4: a short_segments workgroup whose segments are all short no
+// workgroup memory). Revision 5: a short_segments workgroup whose segments are all short no
 // longer reads the global `ranges` before it ends.
 //
 // Oracle and tolerance: each sum is compared with the exact sum (long double) of its segment:
@@ -157,7 +158,7 @@ Layout segment_layout(const Problem& problem, const std::string& profile, std::m
 class SegmentedReduceSumF32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "segmented_reduce_sum_f32"; }
-  std::uint32_t revision() const override { return 4; }
+  std::uint32_t revision() const override { return 5; }
   std::string_view summary() const override {
     return "sum of each segment of n f32 given by segments + 1 u32 offsets (empty: 0)";
   }
@@ -206,9 +207,12 @@ class SegmentedReduceSumF32 final : public KernelDefinition {
     return Ok{};
   }
 
-  std::vector<WgslBinding> wgsl_bindings(const Schedule&) const override {
+  // With team_vectors, short_segments reads x through `x4`, a vec4 view of its binding.
+  std::vector<WgslBinding> wgsl_bindings(const Schedule& schedule) const override {
+    WgslBinding x = storage_read(1, "x", "f32");
+    if (knob(schedule, kTeamVectors) == 1) x = with_view(x, "x4", "vec4f");
     return {params_binding("Params"),
-            storage_read(1, "x", "f32"),
+            x,
             storage_read(2, "offsets", "u32"),
             storage_read_write(3, "sums", "f32"),
             storage_read_write(4, "partials", "f32"),
@@ -546,12 +550,9 @@ fn team_share(range: vec2u, lane: u32) -> f32 {
 )";
 
 // With vec4 loads the team's lanes read consecutive vec4s from the one that holds the segment's
-// first value, TEAM_ITEMS each, through `x4`, a vec4 view of x's binding (WGSL lets two
-// variables share a binding when no entry point uses both; short_segments uses only this one).
+// first value, TEAM_ITEMS each, through `x4`, a vec4 view of x's binding (wgsl_bindings).
 // Only whole vec4s are read: the last n % 4 values, past the view's end, are short_tail's.
 const char* const kVectorTeamShareWgsl = R"(
-@group(0) @binding(1) var<storage, read> x4: array<vec4f>;
-
 fn team_share(range: vec2u, lane: u32) -> f32 {
   var sum = 0.0;
   if (range.y - range.x <= SHORT) {

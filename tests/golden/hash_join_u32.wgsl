@@ -14,6 +14,7 @@ struct Params { n: u32, build_n: u32, capacity: u32 }
 @group(0) @binding(7) var<storage, read_write> pairs_build: array<u32>;
 @group(0) @binding(8) var<storage, read_write> status: array<atomic<u32>>;
 @group(0) @binding(9) var<storage, read> table_view: array<vec2u>;
+@group(0) @binding(5) var<storage, read_write> table_slots: array<vec2u>;  // table as vec2u
 
 const WG: u32 = 256u;  // invocations per workgroup
 const ROWS: u32 = 1u;  // rows per invocation
@@ -119,7 +120,6 @@ fn build(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: v
   }
 }
 
-@group(0) @binding(5) var<storage, read_write> table_slots: array<vec2u>;
 fn load_slot(slot: u32) -> vec2u { return table_slots[slot]; }
 fn slot_payload(slot: u32, held: vec2u) -> u32 { return held.y; }
 

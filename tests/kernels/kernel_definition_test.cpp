@@ -192,8 +192,8 @@ void expect_binding_suits_buffer(const kernels::WgslBinding& row, const kernels:
 
 // The binding table is the one declaration of a module's bindings: the WGSL declares exactly its
 // rows, each agrees with the buffer of its name, and each pass binds buffers that suit the rows.
-// A kernel may add a view of a row: another variable on the row's binding, with its access and
-// another element type (WGSL allows it where no entry point uses both), e.g. a vec4 view.
+// A row's views (WgslBinding::views) are its only other declarations: variables on the row's
+// binding with its access and another element type (WGSL allows it where no entry point uses both).
 TEST(KernelCatalogTest, BindingTablesAgreeWithTheWgslAndTheBufferInterface) {
   for (const KernelDefinition* kernel : kernels::builtin_kernels()) {
     for (const Schedule& schedule : sampled_schedules(*kernel)) {
@@ -215,7 +215,8 @@ TEST(KernelCatalogTest, BindingTablesAgreeWithTheWgslAndTheBufferInterface) {
       EXPECT_EQ(declared_bindings.size(), table.size()) << wgsl;
       for (const kernels::WgslBinding& row : table) {
         const auto [first, last] = declared.equal_range(row.binding);
-        EXPECT_NE(first, last) << row.name;
+        EXPECT_EQ(static_cast<std::size_t>(std::distance(first, last)), 1 + row.views.size())
+            << row.name << ": declarations of its binding";
         for (auto it = first; it != last; ++it) {
           EXPECT_NE(declaration_start(row).find(") " + it->second + " "), std::string::npos)
               << row.name << ": a view of another access, " << it->second;
@@ -228,12 +229,12 @@ TEST(KernelCatalogTest, BindingTablesAgreeWithTheWgslAndTheBufferInterface) {
                       (row.kind == BindingKind::kUniform ? row.type : "array<" + row.type + ">")),
             std::string::npos)
             << row.name;
-        if (!row.vector_view.empty()) {
-          kernels::WgslBinding view = row;
-          view.name = row.vector_view;
-          EXPECT_NE(wgsl.find(declaration_start(view) + "array<vec4<" + row.type + ">>"),
+        for (const kernels::WgslBindingView& view : row.views) {
+          kernels::WgslBinding viewed = row;
+          viewed.name = view.name;
+          EXPECT_NE(wgsl.find(declaration_start(viewed) + "array<" + view.type + ">"),
                     std::string::npos)
-              << row.vector_view;
+              << view.name;
         }
         EXPECT_TRUE(rows.emplace(row.binding, row).second) << "binding " << row.binding;
         if (row.kind == BindingKind::kUniform) continue;

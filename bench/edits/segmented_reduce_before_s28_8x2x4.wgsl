@@ -1,4 +1,4 @@
-// segmented_reduce_sum_f32 edit (session 28, timing only): revision 3's WGSL of the 8 x 2 x 4 vec4 teams, every short_segments workgroup reading the global ranges at its end, for an A/B against revision 4 in one call
+// segmented_reduce_sum_f32 edit (session 28, timing only): revision 4's WGSL (main before session 28) of the 8 x 2 x 4 vec4 teams, every short_segments workgroup reading the global ranges at its end, for an A/B against revision 5 in one call
 // segmented_reduce_sum_f32 revision 4, schedule {block_segments=256, chunk_items=16, pass_grid=1024, team_items=2, team_lanes=8, team_segments=4, team_vectors=1, use_subgroups=1, workgroup_size=256}
 enable subgroups;
 
