@@ -14,19 +14,21 @@
 // full, so each search ends within capacity steps. A build invocation issues all its rows' first
 // compare-exchanges before it finishes any insert. A probe invocation loads all its rows' keys,
 // then all their home slots, before it finishes any search (memory-level parallelism), and reads
-// a slot by one 8-byte load (slot_loads 1) or by atomic loads of its words (slot_loads 0). The
-// matches' places: a workgroup atomic per match (match_places 0), or ranks by subgroup prefix sums
-// with one atomic per subgroup in workgroup memory (1) or in global memory (2); either way the
-// room is reserved from status[0] by atomics, so the pairs' order depends on the order in which
-// workgroups finish: the pairs are promised as a multiset, and deterministic() is false.
+// a slot by one 8-byte load (slot_loads 1; 2 through a read-only binding of the table) or by
+// atomic loads of its words (slot_loads 0). The matches' places: a workgroup atomic per match
+// (match_places 0), or ranks by subgroup prefix sums with one atomic per subgroup in workgroup
+// memory (1) or in global memory (2); either way the room is reserved from status[0] by atomics,
+// so the pairs' order depends on the order in which workgroups finish: the pairs are promised as
+// a multiset, and deterministic() is false.
 //
 // A build key that occurs twice is an error, detected on the GPU: status[1] counts the build rows
 // whose key was already in the table (then dropped) and status[2] holds one such key; the pairs
 // are then unspecified. status[0] is the number of pairs. Knobs: workgroup_size,
 // rows_per_invocation (rows per invocation in build and probe, workgroup_size apart),
 // table_factor, probing, slot_loads, match_places (1 and 2 need subgroups). Revision 2 added the
-// last two, with revision 1's probe as slot_loads=0, match_places=0; revision 3 only moves
-// table_slots' declaration into the binding table's.
+// last two, with revision 1's probe as slot_loads=0, match_places=0; revision 3 only moved
+// table_slots' declaration into the binding table's; revision 4 added slot_loads=2 and the
+// table's read-only binding.
 //
 // Oracle: the join through a CPU hash table, probed on every core; the pairs compared as a multiset
 // (both sides sorted), the count exact, status[1] the build rows minus the distinct build keys and
@@ -49,6 +51,8 @@ namespace {
 using namespace support;
 
 constexpr std::uint32_t kEmptyKey = 0xffffffffu;
+// The table's read-only view (slot_loads=2).
+constexpr std::uint32_t kTableViewBinding = 9;
 
 const KnobSpec kWorkgroupSize{
     "workgroup_size", "invocations per workgroup", {64, 128, 256, 512}, 256};
@@ -57,10 +61,12 @@ const KnobSpec kRowsPerInvocation{
 const KnobSpec kTableFactor{
     "table_factor", "table slots per build row, at least (load at most 1/factor)", {2, 4}, 2};
 const KnobSpec kProbing{"probing", "0: linear probing, 1: triangular (quadratic)", {0, 1}, 0};
-const KnobSpec kSlotLoads{"slot_loads",
-                          "probe reads 0: key, then payload by atomics, 1: the 8-byte slot at once",
-                          {0, 1},
-                          1};
+const KnobSpec kSlotLoads{
+    "slot_loads",
+    "probe reads 0: key, then payload by atomics, 1: the 8-byte slot at once, "
+    "2: the 8-byte slot through a read-only binding of the table",
+    {0, 1, 2},
+    1};
 const KnobSpec kMatchPlaces{
     "match_places",
     "0: a workgroup atomic per match, 1: subgroup ranks and a workgroup "
@@ -191,6 +197,17 @@ fn slot_payload(slot: u32, held: vec2u) -> u32 { return atomicLoad(&table[payloa
 
 const char* const kWholeSlotLoadsWgsl = R"(
 fn load_slot(slot: u32) -> vec2u { return table_slots[slot]; }
+fn slot_payload(slot: u32, held: vec2u) -> u32 { return held.y; }
+)";
+
+// SLOT_LOADS 2: the same 8-byte loads through `table_view`, binding 9, declared read-only, so
+// that the driver may read the table through its read-only (non-coherent) cache path. WebGPU
+// forbids one buffer bound writable and read-only in one dispatch, and a bind group must fill
+// every binding of the layout: the probe pass binds the table at 9 and a 16-byte stand-in at
+// 5, which it does not use; the clear and build passes (and every pass of the other
+// schedules) bind the stand-in at 9.
+const char* const kReadOnlySlotLoadsWgsl = R"(
+fn load_slot(slot: u32) -> vec2u { return table_view[slot]; }
 fn slot_payload(slot: u32, held: vec2u) -> u32 { return held.y; }
 )";
 
@@ -477,7 +494,7 @@ class BuildTable {
 class HashJoinU32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "hash_join_u32"; }
-  std::uint32_t revision() const override { return 3; }
+  std::uint32_t revision() const override { return 4; }
   std::string_view summary() const override {
     return "inner equi-join on unique u32 build keys: (probe payload, build payload) pairs";
   }
@@ -486,6 +503,8 @@ class HashJoinU32 final : public KernelDefinition {
     return {kWorkgroupSize, kRowsPerInvocation, kTableFactor, kProbing, kSlotLoads, kMatchPlaces};
   }
 
+  // Binding 9, the table's read-only view, is declared (and bound) in every schedule, so that
+  // the bindings do not depend on the schedule; only slot_loads=2 reads it.
   std::vector<WgslBinding> wgsl_bindings(const Schedule& schedule) const override {
     WgslBinding table = storage_read_write(5, "table", "atomic<u32>");
     if (knob(schedule, kSlotLoads) == 1) table = with_view(table, "table_slots", "vec2u");
@@ -497,7 +516,8 @@ class HashJoinU32 final : public KernelDefinition {
             table,
             storage_read_write(6, "pairs_probe", "u32"),
             storage_read_write(7, "pairs_build", "u32"),
-            storage_read_write(8, "status", "atomic<u32>")};
+            storage_read_write(8, "status", "atomic<u32>"),
+            storage_read(kTableViewBinding, "table_view", "vec2u")};
   }
 
   std::vector<BufferSpec> buffer_specs() const override {
@@ -512,7 +532,10 @@ class HashJoinU32 final : public KernelDefinition {
          "3 elements: pairs, repeated build rows, a repeated key"},
         {"table", ElementType::kU32, BufferRole::kScratch,
          "2 (capacity + 1) elements, capacity the power of two at least table_factor "
-         "build_n"}};
+         "build_n"},
+        {"table_stand_in", ElementType::kU32, BufferRole::kScratch,
+         "4 elements, bound at the one of the table's bindings (5, 9) that a pass leaves "
+         "unread"}};
   }
 
   std::vector<std::string> entry_points(const Schedule&) const override {
@@ -531,6 +554,8 @@ class HashJoinU32 final : public KernelDefinition {
     const std::uint32_t places = knob(schedule, kMatchPlaces);
     const char* const places_wgsl[] = {kWorkgroupMatchPlacesWgsl, kSubgroupWorkgroupPlacesWgsl,
                                        kSubgroupGlobalPlacesWgsl};
+    const char* const slot_loads_wgsl[] = {kAtomicSlotLoadsWgsl, kWholeSlotLoadsWgsl,
+                                           kReadOnlySlotLoadsWgsl};
     return std::string(places != 0 ? "enable subgroups;\n" : "") + kLinearWorkgroupWgsl +
            kParamsWgsl + binding_declarations(wgsl_bindings(schedule)) + "\n" +
            constant_declarations(
@@ -538,9 +563,8 @@ class HashJoinU32 final : public KernelDefinition {
                 {"ROWS", knob(schedule, kRowsPerInvocation), "rows per invocation"},
                 {"TRIANGULAR", knob(schedule, kProbing), "1: triangular probing, 0: linear"},
                 {"NONE", 0xffffffffu, "no match"}}) +
-           kTableWgsl + kBuildWgsl +
-           (knob(schedule, kSlotLoads) == 1 ? kWholeSlotLoadsWgsl : kAtomicSlotLoadsWgsl) +
-           kLookupWgsl + (places != 0 ? kSubgroupInvocationWgsl : kInvocationWgsl) +
+           kTableWgsl + kBuildWgsl + slot_loads_wgsl[knob(schedule, kSlotLoads)] + kLookupWgsl +
+           (places != 0 ? kSubgroupInvocationWgsl : kInvocationWgsl) +
            (places != 0 ? kSubgroupMatchRanksWgsl : "") + places_wgsl[places] + kProbeWgsl;
   }
 
@@ -573,8 +597,14 @@ class HashJoinU32 final : public KernelDefinition {
     const std::uint64_t wg = knob(schedule, kWorkgroupSize);
     const std::uint64_t rows = wg * knob(schedule, kRowsPerInvocation);
     const std::map<std::uint32_t, std::string> buffers = {
-        {1, "build_keys"}, {2, "build_payloads"}, {3, "probe_keys"},  {4, "probe_payloads"},
-        {5, "table"},      {6, "pairs_probe"},    {7, "pairs_build"}, {8, "status"}};
+        {1, "build_keys"},     {2, "build_payloads"}, {3, "probe_keys"},
+        {4, "probe_payloads"}, {5, "table"},          {6, "pairs_probe"},
+        {7, "pairs_build"},    {8, "status"},         {kTableViewBinding, "table_stand_in"}};
+    std::map<std::uint32_t, std::string> probe_buffers = buffers;
+    if (knob(schedule, kSlotLoads) == 2) {
+      probe_buffers[5] = "table_stand_in";
+      probe_buffers[kTableViewBinding] = "table";
+    }
     const std::vector<std::uint32_t> params = {static_cast<std::uint32_t>(n),
                                                static_cast<std::uint32_t>(build_n),
                                                static_cast<std::uint32_t>(capacity)};
@@ -588,10 +618,11 @@ class HashJoinU32 final : public KernelDefinition {
                                                       {"pairs_probe", probe_bytes},
                                                       {"pairs_build", probe_bytes},
                                                       {"status", 12},
-                                                      {"table", table_bytes}});
+                                                      {"table", table_bytes},
+                                                      {"table_stand_in", 16}});
     plan.passes = {{"clear", ceil_div(capacity + 1, wg), buffers, params},
                    {"build", ceil_div(build_n, rows), buffers, params},
-                   {"probe", ceil_div(n, rows), buffers, params}};
+                   {"probe", ceil_div(n, rows), probe_buffers, params}};
     return plan;
   }
 

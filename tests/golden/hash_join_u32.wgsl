@@ -13,6 +13,7 @@ struct Params { n: u32, build_n: u32, capacity: u32 }
 @group(0) @binding(6) var<storage, read_write> pairs_probe: array<u32>;
 @group(0) @binding(7) var<storage, read_write> pairs_build: array<u32>;
 @group(0) @binding(8) var<storage, read_write> status: array<atomic<u32>>;
+@group(0) @binding(9) var<storage, read> table_view: array<vec2u>;
 @group(0) @binding(5) var<storage, read_write> table_slots: array<vec2u>;  // table as vec2u
 
 const WG: u32 = 256u;  // invocations per workgroup

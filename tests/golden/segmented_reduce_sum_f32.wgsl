@@ -150,14 +150,20 @@ fn short_segments(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) 
   }
   workgroupBarrier();
   // The global words only move one way until the next reset, so a bound they already pass is
-  // left out: most workgroups then add no contended atomic to the first segment's word.
+  // left out: most workgroups then add no contended atomic to the first segment's word. A bound
+  // still at its reset value (every segment of the workgroup short) cannot move them and reads
+  // none: the global words are atomics in one line of L2, so with short segments every
+  // workgroup ended with a round trip to that one line.
   if (id.local < 4u) {
     let bound = atomicLoad(&workgroup_ranges[id.local]);
-    if (id.local % 2u == 0u && bound < atomicLoad(&ranges[id.local])) {
-      atomicMin(&ranges[id.local], bound);
-    }
-    if (id.local % 2u == 1u && bound > atomicLoad(&ranges[id.local])) {
-      atomicMax(&ranges[id.local], bound);
+    let minimum = id.local % 2u == 0u;
+    if (bound != select(0u, NO_SEGMENT, minimum)) {
+      if (minimum && bound < atomicLoad(&ranges[id.local])) {
+        atomicMin(&ranges[id.local], bound);
+      }
+      if (!minimum && bound > atomicLoad(&ranges[id.local])) {
+        atomicMax(&ranges[id.local], bound);
+      }
     }
   }
 }

@@ -1,8 +1,9 @@
 // hash_join_u32's probe variants on the real adapter: the slot read by atomic word loads or by one
-// 8-byte load, and the matches placed by a workgroup atomic per match or by subgroup ranks with
-// one atomic per subgroup (in workgroup or global memory), each with several rows in flight per
-// invocation, against the oracle on the kernel's own small certification cases (every profile:
-// half, all and no matches, the extreme keys 0 and 0xffffffff, a repeated build key).
+// 8-byte load (through the table's writable binding or a read-only one), and the matches placed by
+// a workgroup atomic per match or by subgroup ranks with one atomic per subgroup (in workgroup or
+// global memory), each with several rows in flight per invocation, against the oracle on the
+// kernel's own small certification cases (every profile: half, all and no matches, the extreme keys
+// 0 and 0xffffffff, a repeated build key).
 
 #include <gtest/gtest.h>
 
@@ -25,8 +26,8 @@ class HashJoinProbeTest : public testing::SeededTest {
 TEST_F(HashJoinProbeTest, EveryProbeVariantMatchesTheOracle) {
   std::vector<std::string> schedules = {
       "slot_loads=0,match_places=0",  // revision 1's probe
-      "rows_per_invocation=4,workgroup_size=64",
-      "slot_loads=0,rows_per_invocation=2,probing=1",
+      "rows_per_invocation=4,workgroup_size=64", "slot_loads=0,rows_per_invocation=2,probing=1",
+      "slot_loads=2,rows_per_invocation=2",  // the table read through its read-only binding
   };
   if (capabilities_.subgroups) {
     schedules.push_back("rows_per_invocation=4,match_places=1");
