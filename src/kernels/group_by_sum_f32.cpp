@@ -1193,9 +1193,16 @@ class GroupBySumF32 final : public KernelDefinition {
   // short search they now get (revision 3 first searched 4096 slots at load 1 there: 2.2).
   std::vector<std::string> starting_points() const override {
     // H200, session 27 call 2, 4096 groups: 2048 slots in 1024 workgroups of 256 14.5 ms, 4096
-    // slots in 512 workgroups of 512 11.3 ms (of 256: 21.3 ms).
-    return {"workgroup_size=512,rows_per_invocation=4,local_slots=4096,persistent_workgroups=512",
-            "workgroup_size=256,rows_per_invocation=4,local_slots=2048,persistent_workgroups=1024"};
+    // slots in 512 workgroups of 512 11.3 ms (of 256: 21.3 ms). Session 28 call 2: the latter
+    // with the keys in two parts 8.80 ms (certified there, seed 2801); probe_window=4 took 1024
+    // groups from 4.94 to 3.37 ms, not timed with two parts.
+    return {
+        "workgroup_size=512,rows_per_invocation=4,local_slots=4096,persistent_workgroups=512,"
+        "key_partitions=2",
+        "workgroup_size=512,rows_per_invocation=4,local_slots=4096,persistent_workgroups=512,"
+        "key_partitions=2,probe_window=4",
+        "workgroup_size=512,rows_per_invocation=4,local_slots=4096,persistent_workgroups=512",
+        "workgroup_size=256,rows_per_invocation=4,local_slots=2048,persistent_workgroups=1024"};
   }
 
   // 4096 groups, the most the workgroup tables hold on the H200; bench --groups times others.
