@@ -851,7 +851,9 @@ void add_tune(CLI::App& app, const GlobalOptions& options, std::function<int()>&
   tune->add_option("--sizes", tune_arguments->sizes,
                    "Size buckets to tune, by label (2^20, 1024^3), main or all; default: main. "
                    "--size N tunes the bucket nearest to N, at N")
-      ->delimiter(',');
+      ->delimiter(',')
+      // One word per --sizes (comma-separated or repeated): the words after it are kernels.
+      ->allow_extra_args(false);
   tune->add_option("--seed", tune_arguments->seed, "Seed of the search and inputs");
   tune->add_flag("--json", tune_arguments->json, "Print JSON");
   tune->add_flag("--trace", tune_arguments->trace,
@@ -924,8 +926,11 @@ void add_auto_tune_all(CLI::App& app, const GlobalOptions& options, std::functio
       ->check(CLI::Range(1u, 100000u));
   all->add_option("--sizes", all_arguments->sizes,
                   "Only these size buckets, by label (2^20, 1024^3) or main; default: all of "
-                  "each kernel's buckets (wgsl-forge kernels lists them)")
-      ->delimiter(',');
+                  "each kernel's buckets (wgsl-forge kernels lists them); comma-separated "
+                  "or repeated")
+      ->delimiter(',')
+      // One word per --sizes: the words after it are kernel ids.
+      ->allow_extra_args(false);
   all->add_option("--seed", all_arguments->seed, "Seed of the search and inputs");
   all->add_flag("--retune", all_arguments->retune,
                 "Tune again where the cache has a result; the stored winner competes and is "

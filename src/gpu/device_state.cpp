@@ -16,6 +16,9 @@ std::string to_string(WGPUStringView view) {
 WGPUStringView to_view(std::string_view text) { return WGPUStringView{text.data(), text.size()}; }
 
 DeviceState::~DeviceState() {
+  for (const UploadStaging& staging : upload_staging) {
+    if (staging.buffer != nullptr) api->BufferRelease(staging.buffer);
+  }
   if (queue != nullptr) api->QueueRelease(queue);
   if (device != nullptr) {
     if (!adopted) api->DeviceDestroy(device);

@@ -2,6 +2,7 @@
 // The state shared by a Device and every object it created: the Dawn handles, the callbacks'
 // records and the helpers that wait for the GPU. Internal to the gpu layer.
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -113,6 +114,21 @@ struct DeviceState : std::enable_shared_from_this<DeviceState> {
   Status read_back_regions(
       std::span<const BufferRegion> regions,
       const std::function<void(std::size_t, std::span<const std::byte>)>& visit);
+
+  // Uploads of more than kUploadStagingBytes (Device::create_buffer_with_contents) go through two
+  // staging buffers of that size, made at the first and kept: one is filled while the GPU copies
+  // the other. Creating a mapped buffer of a gigabyte allocated a gigabyte of host-visible memory
+  // each time, most of an upload's time.
+  static constexpr std::uint64_t kUploadStagingBytes = std::uint64_t{64} << 20;
+  struct UploadStaging {
+    abi::WGPUBuffer buffer = nullptr;
+    bool mapped = false;
+  };
+  std::array<UploadStaging, 2> upload_staging{};
+  // Writes `contents`, zero-padded to whole words, into `target` from offset 0.
+  Status upload_staged(abi::WGPUBuffer target, std::span<const std::byte> contents);
+  // Maps `staging` for writing (made, mapped, on first use), waiting for its last copy.
+  Status ready_for_writing(UploadStaging& staging);
 
   // Durations (ns) of `spans` timed spans of `batch` executions each, from GPU timestamps or
   // from the host clock around each completed submission.

@@ -136,9 +136,10 @@ Result<Buffer> Device::create_buffer(std::uint64_t size, BufferUsage usage,
 
 namespace {
 
-// Copies `bytes` bytes in chunks of 16 MiB on up to every core: a tune's input is gigabytes.
+// Copies `bytes` bytes in chunks of 4 MiB on up to every core: a tune's input is gigabytes,
+// and a staging buffer's share of it 64 MiB.
 void copy_on_every_core(std::byte* to, const std::byte* from, std::size_t bytes) {
-  constexpr std::size_t kChunk = std::size_t{16} << 20;
+  constexpr std::size_t kChunk = std::size_t{4} << 20;
   const std::size_t chunks = (bytes + kChunk - 1) / kChunk;
   const std::size_t threads =
       std::min<std::size_t>(chunks, std::max(1u, std::thread::hardware_concurrency()));
@@ -163,6 +164,18 @@ Result<Buffer> Device::create_buffer_with_contents(std::span<const std::byte> co
   descriptor.label = to_view(label);
   descriptor.size = allocated;
   descriptor.usage = kBufferUsageStorage | kBufferUsageCopySrc | kBufferUsageCopyDst;
+  if (allocated > DeviceState::kUploadStagingBytes) {
+    // Through the device's staging buffers: a buffer mapped at creation of a gigabyte has Dawn
+    // allocate a gigabyte of host-visible memory for it, and free it, every time.
+    WGPUBuffer handle = nullptr;
+    Status created = state_->capture_errors("creating buffer " + std::string(label), [&] {
+      handle = state_->api->DeviceCreateBuffer(state_->device, &descriptor);
+    });
+    Buffer buffer(state_, handle, allocated);  // releases the error buffer on failure
+    if (!created) return std::move(created).error();
+    WF_TRY_CONTEXT(state_->upload_staged(handle, contents), "writing buffer " + std::string(label));
+    return buffer;
+  }
   descriptor.mappedAtCreation = 1;
   WGPUBuffer handle = nullptr;
   Status created = state_->capture_errors("creating buffer " + std::string(label), [&] {
@@ -339,6 +352,80 @@ Status DeviceState::read_back_regions(
     visit(i, std::span(data + placed[i], regions[i].size));
   }
   api->BufferUnmap(staging);
+  return Ok{};
+}
+
+Status DeviceState::upload_staged(WGPUBuffer target, std::span<const std::byte> contents) {
+  const std::uint64_t total = round_up_to_word(contents.size());
+  for (std::uint64_t offset = 0, chunk = 0; offset < total;
+       offset += kUploadStagingBytes, ++chunk) {
+    UploadStaging& staging = upload_staging[chunk % upload_staging.size()];
+    WF_TRY(ready_for_writing(staging));
+    const std::uint64_t size = std::min(kUploadStagingBytes, total - offset);
+    const std::uint64_t given =
+        offset < contents.size() ? std::min(size, contents.size() - offset) : 0;
+    auto* mapped = static_cast<std::byte*>(api->BufferGetMappedRange(staging.buffer, 0, size));
+    if (mapped == nullptr) {
+      return Error(ErrorKind::kRuntime, "The upload staging buffer has no writable range.");
+    }
+    copy_on_every_core(mapped, contents.data() + offset, given);
+    std::memset(mapped + given, 0, size - given);
+    WF_TRY(capture_errors("unmapping the upload staging buffer",
+                          [&] { api->BufferUnmap(staging.buffer); }));
+    staging.mapped = false;
+    // The next mapping of this staging buffer waits for this copy; the other one is filled
+    // meanwhile.
+    WF_TRY(submit_encoded("copying an upload into its buffer", [&](WGPUCommandEncoder encoder) {
+      api->CommandEncoderCopyBufferToBuffer(encoder, staging.buffer, 0, target, offset, size);
+    }));
+  }
+  return Ok{};
+}
+
+Status DeviceState::ready_for_writing(UploadStaging& staging) {
+  if (staging.buffer == nullptr) {
+    WGPUBufferDescriptor descriptor{};
+    descriptor.label = to_view("upload staging");
+    descriptor.size = kUploadStagingBytes;
+    descriptor.usage = kBufferUsageMapWrite | kBufferUsageCopySrc;
+    descriptor.mappedAtCreation = 1;
+    WGPUBuffer created_buffer = nullptr;
+    Status created = capture_errors("creating the upload staging buffer", [&] {
+      created_buffer = api->DeviceCreateBuffer(device, &descriptor);
+    });
+    // Kept only once it is valid; an error buffer is released here.
+    if (!created) {
+      if (created_buffer != nullptr) api->BufferRelease(created_buffer);
+      return std::move(created).error();
+    }
+    staging.buffer = created_buffer;
+    staging.mapped = true;
+  }
+  if (staging.mapped) return Ok{};
+  struct MapReply {
+    std::uint32_t status = 0;
+    std::string message;
+  };
+  Result<MapReply> mapped =
+      await<MapReply>("the upload staging buffer to map", [&](PendingReply<MapReply>* pending) {
+        api->BufferMapAsync(
+            staging.buffer, kMapModeWrite, 0, kUploadStagingBytes,
+            WGPUCallbackInfo<WGPUBufferMapCallback>{
+                nullptr, kCallbackModeAllowProcessEvents,
+                [](std::uint32_t status, WGPUStringView message, void* userdata1, void*) {
+                  if (auto* r = PendingReply<MapReply>::receive(userdata1)) {
+                    r->payload = MapReply{status, to_string(message)};
+                  }
+                },
+                pending, nullptr});
+      });
+  if (!mapped) return std::move(mapped).error();
+  if (mapped->status != kMapAsyncStatusSuccess) {
+    WF_TRY(check_alive());
+    return Error(ErrorKind::kRuntime,
+                 "Mapping the upload staging buffer failed (" + mapped->message + ").");
+  }
+  staging.mapped = true;
   return Ok{};
 }
 

@@ -143,6 +143,7 @@ enum : WGPUFlags {
   kBufferUsageQueryResolve = 0x200,
   kShaderStageCompute = 0x4,
   kMapModeRead = 0x1,
+  kMapModeWrite = 0x2,
 };
 
 // Callbacks.

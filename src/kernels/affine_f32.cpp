@@ -115,7 +115,7 @@ class AffineF32 final : public KernelDefinition {
     inputs.problem.a = std::uniform_real_distribution<float>(-4.0f, 4.0f)(random);
     inputs.problem.b = std::uniform_real_distribution<float>(-100.0f, 100.0f)(random);
     inputs.buffers["x"] =
-        to_bytes(random_floats(spec.problem.elements, spec.value_profile, random));
+        random_float_bytes(spec.problem.elements, spec.value_profile, random);
     return inputs;
   }
 

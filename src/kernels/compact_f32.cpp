@@ -206,7 +206,7 @@ class CompactF32 final : public KernelDefinition {
                                 std::numeric_limits<float>::quiet_NaN()};
     inputs.problem.threshold = thresholds[random() % std::size(thresholds)];
     std::vector<std::byte> x =
-        to_bytes(random_floats(spec.problem.elements, spec.value_profile, random));
+        random_float_bytes(spec.problem.elements, spec.value_profile, random);
     // The NaNs nearest the infinities, whose keys border +inf's and -inf's (kept_keys), as raw
     // bits: float arithmetic could quiet them.
     if (spec.value_profile == "specials" && !x.empty()) {

@@ -124,7 +124,7 @@ class GatherF32 final : public KernelDefinition {
         }
       }
     });
-    inputs.buffers["x"] = to_bytes(random_floats(source, "specials", random));
+    inputs.buffers["x"] = random_float_bytes(source, "specials", random);
     inputs.buffers["idx"] = to_bytes(idx);
     return inputs;
   }

@@ -245,9 +245,9 @@ class GemmF32 final : public KernelDefinition {
     inputs.problem = spec.problem;
     const Problem& p = spec.problem;
     inputs.buffers["a"] =
-        to_bytes(random_floats(std::uint64_t{p.m} * p.k, spec.value_profile, random));
+        random_float_bytes(std::uint64_t{p.m} * p.k, spec.value_profile, random);
     inputs.buffers["b"] =
-        to_bytes(random_floats(std::uint64_t{p.k} * p.n, spec.value_profile, random));
+        random_float_bytes(std::uint64_t{p.k} * p.n, spec.value_profile, random);
     return inputs;
   }
 

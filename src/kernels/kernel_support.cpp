@@ -99,87 +99,157 @@ U32Profile u32_profile(const std::string& name) {
 
 }  // namespace
 
-std::vector<float> random_floats(std::size_t count, const std::string& profile,
-                                 std::mt19937_64& random) {
-  static const float kSpecials[] = {std::numeric_limits<float>::quiet_NaN(),
-                                    std::numeric_limits<float>::infinity(),
-                                    -std::numeric_limits<float>::infinity(),
-                                    -0.0f,
-                                    0.0f,
-                                    std::numeric_limits<float>::denorm_min(),
-                                    -std::numeric_limits<float>::denorm_min() * 77.0f,
-                                    std::numeric_limits<float>::min() / 2.0f,
-                                    std::numeric_limits<float>::max(),
-                                    -3.0e38f,
-                                    1.0e30f};
-  const FloatProfile kind = float_profile(profile);
-  const float constant = std::uniform_real_distribution<float>(-1000.0f, 1000.0f)(random);
+namespace {
+
+// One f32 of a profile at a time, from a chunk's generator.
+class FloatDraw {
+ public:
+  FloatDraw(const std::string& profile, std::mt19937_64& random)
+      : kind_(float_profile(profile)),
+        constant_(std::uniform_real_distribution<float>(-1000.0f, 1000.0f)(random)) {}
+
+  float operator()(std::mt19937_64& draw) {
+    static const float kSpecials[] = {std::numeric_limits<float>::quiet_NaN(),
+                                      std::numeric_limits<float>::infinity(),
+                                      -std::numeric_limits<float>::infinity(),
+                                      -0.0f,
+                                      0.0f,
+                                      std::numeric_limits<float>::denorm_min(),
+                                      -std::numeric_limits<float>::denorm_min() * 77.0f,
+                                      std::numeric_limits<float>::min() / 2.0f,
+                                      std::numeric_limits<float>::max(),
+                                      -3.0e38f,
+                                      1.0e30f};
+    switch (kind_) {
+      case FloatProfile::kSmall:
+        return small_(draw);
+      case FloatProfile::kPositive:
+        return positive_(draw);
+      case FloatProfile::kConstant:
+        return constant_;
+      case FloatProfile::kSpecials:
+        return draw() % 4 == 0 ? kSpecials[draw() % std::size(kSpecials)] : uniform_(draw);
+      case FloatProfile::kUniform:
+        break;
+    }
+    return uniform_(draw);
+  }
+
+ private:
+  FloatProfile kind_;
+  float constant_;
+  std::uniform_real_distribution<float> uniform_{-1000.0f, 1000.0f};
+  std::uniform_real_distribution<float> small_{-1.0f, 1.0f};
+  std::uniform_real_distribution<float> positive_{0.0f, 1e6f};
+};
+
+// One u32 of an unordered profile at a time, from a chunk's generator.
+class U32Draw {
+ public:
+  U32Draw(const std::string& profile, std::mt19937_64& random)
+      : kind_(u32_profile(profile)), constant_(static_cast<std::uint32_t>(random())) {}
+
+  std::uint32_t operator()(std::mt19937_64& draw) const {
+    const auto bits = static_cast<std::uint32_t>(draw());
+    switch (kind_) {
+      case U32Profile::kSmall:
+        return bits % 1000;
+      case U32Profile::kEqual:
+        return constant_;
+      case U32Profile::kTopBits:
+        return (bits & 0xff000000u) | (constant_ & 0x00ffffffu);
+      default:
+        return bits;
+    }
+  }
+
+ private:
+  U32Profile kind_;
+  std::uint32_t constant_;
+};
+
+// Stores `count` values of `value_of` into the 4-byte words at `out`, `out + stride`, ...:
+// chunk by chunk on every core, each chunk from its own seed (chunk_seeds), so that what is
+// drawn depends on `random` alone. Written straight into the bytes that are uploaded: at 2^28
+// elements, a vector copied into them was a serial allocation and copy of a gigabyte or more.
+template <typename Draw>
+void draw_words(std::byte* out, std::size_t stride, std::size_t count, std::mt19937_64& random,
+                const Draw& value_of) {
   const std::vector<std::uint64_t> seeds = chunk_seeds(count, random);
-  std::vector<float> values(count);
   for_each_chunk(count, [&](std::size_t begin, std::size_t end, std::size_t chunk) {
     std::mt19937_64 draw(seeds[chunk]);
-    std::uniform_real_distribution<float> uniform(-1000.0f, 1000.0f);
-    std::uniform_real_distribution<float> small(-1.0f, 1.0f);
-    std::uniform_real_distribution<float> positive(0.0f, 1e6f);
+    Draw local = value_of;
     for (std::size_t i = begin; i < end; ++i) {
-      switch (kind) {
-        case FloatProfile::kSmall:
-          values[i] = small(draw);
-          break;
-        case FloatProfile::kPositive:
-          values[i] = positive(draw);
-          break;
-        case FloatProfile::kConstant:
-          values[i] = constant;
-          break;
-        case FloatProfile::kSpecials:
-          values[i] = draw() % 4 == 0 ? kSpecials[draw() % std::size(kSpecials)] : uniform(draw);
-          break;
-        case FloatProfile::kUniform:
-          values[i] = uniform(draw);
-          break;
-      }
+      const auto value = local(draw);
+      static_assert(sizeof(value) == 4);
+      std::memcpy(out + i * stride, &value, 4);
     }
   });
+}
+
+}  // namespace
+
+std::vector<float> random_floats(std::size_t count, const std::string& profile,
+                                 std::mt19937_64& random) {
+  std::vector<float> values(count);
+  const FloatDraw value_of(profile, random);
+  draw_words(reinterpret_cast<std::byte*>(values.data()), 4, count, random, value_of);
   return values;
+}
+
+std::vector<std::byte> random_float_bytes(std::size_t count, const std::string& profile,
+                                          std::mt19937_64& random) {
+  std::vector<std::byte> bytes(4 * count);
+  const FloatDraw value_of(profile, random);
+  draw_words(bytes.data(), 4, count, random, value_of);
+  return bytes;
 }
 
 std::vector<std::uint32_t> random_u32(std::size_t count, const std::string& profile,
                                       std::mt19937_64& random) {
-  const U32Profile kind = u32_profile(profile);
-  const auto constant = static_cast<std::uint32_t>(random());
-  const std::vector<std::uint64_t> seeds = chunk_seeds(count, random);
   std::vector<std::uint32_t> values(count);
-  for_each_chunk(count, [&](std::size_t begin, std::size_t end, std::size_t chunk) {
-    std::mt19937_64 draw(seeds[chunk]);
+  const U32Draw value_of(profile, random);
+  draw_words(reinterpret_cast<std::byte*>(values.data()), 4, count, random, value_of);
+  if (u32_profile(profile) == U32Profile::kSorted) std::sort(values.begin(), values.end());
+  if (u32_profile(profile) == U32Profile::kReversed) {
+    std::sort(values.begin(), values.end(), std::greater<>());
+  }
+  return values;
+}
+
+std::vector<std::byte> random_u32_bytes(std::size_t count, const std::string& profile,
+                                        std::mt19937_64& random) {
+  if (u32_profile(profile) == U32Profile::kSorted ||
+      u32_profile(profile) == U32Profile::kReversed) {
+    return to_bytes(random_u32(count, profile, random));
+  }
+  std::vector<std::byte> bytes(4 * count);
+  draw_u32_words(bytes.data(), 4, count, profile, random);
+  return bytes;
+}
+
+void draw_u32_words(std::byte* out, std::size_t stride, std::size_t count,
+                    const std::string& profile, std::mt19937_64& random) {
+  const U32Draw value_of(profile, random);
+  draw_words(out, stride, count, random, value_of);
+}
+
+std::vector<std::byte> position_bytes(std::size_t count) {
+  std::vector<std::byte> bytes(4 * count);
+  for_each_chunk(count, [&](std::size_t begin, std::size_t end, std::size_t) {
     for (std::size_t i = begin; i < end; ++i) {
-      const auto bits = static_cast<std::uint32_t>(draw());
-      switch (kind) {
-        case U32Profile::kSmall:
-          values[i] = bits % 1000;
-          break;
-        case U32Profile::kEqual:
-          values[i] = constant;
-          break;
-        case U32Profile::kTopBits:
-          values[i] = (bits & 0xff000000u) | (constant & 0x00ffffffu);
-          break;
-        default:
-          values[i] = bits;
-          break;
-      }
+      const auto position = static_cast<std::uint32_t>(i);
+      std::memcpy(bytes.data() + 4 * i, &position, 4);
     }
   });
-  if (kind == U32Profile::kSorted) std::sort(values.begin(), values.end());
-  if (kind == U32Profile::kReversed) std::sort(values.begin(), values.end(), std::greater<>());
-  return values;
+  return bytes;
 }
 
 CaseInputs random_u32_column_inputs(const CaseSpec& spec, std::uint64_t seed) {
   std::mt19937_64 random(seed);
   CaseInputs inputs;
   inputs.problem = spec.problem;
-  inputs.buffers["x"] = to_bytes(random_u32(spec.problem.elements, spec.value_profile, random));
+  inputs.buffers["x"] = random_u32_bytes(spec.problem.elements, spec.value_profile, random);
   return inputs;
 }
 

@@ -66,6 +66,18 @@ std::vector<float> random_floats(std::size_t count, const std::string& profile,
 // "reversed", "top-bits" (only the high byte varies).
 std::vector<std::uint32_t> random_u32(std::size_t count, const std::string& profile,
                                       std::mt19937_64& random);
+// The same values as to_bytes(random_floats(...)) and to_bytes(random_u32(...)) from the same
+// `random`, drawn straight into the bytes (on every core; a tuning input is a gigabyte).
+std::vector<std::byte> random_float_bytes(std::size_t count, const std::string& profile,
+                                          std::mt19937_64& random);
+std::vector<std::byte> random_u32_bytes(std::size_t count, const std::string& profile,
+                                        std::mt19937_64& random);
+// random_u32's values of an unordered profile (not "sorted" nor "reversed") stored into the
+// 4-byte words at `out`, `out + stride`, ... (`stride` in bytes): one word of wider elements.
+void draw_u32_words(std::byte* out, std::size_t stride, std::size_t count,
+                    const std::string& profile, std::mt19937_64& random);
+// The bytes of u32 values 0, 1, ..., count - 1 (values that carry each element's position).
+std::vector<std::byte> position_bytes(std::size_t count);
 // The inputs of a kernel whose one input is u32 column "x" of the case's n elements, drawn with
 // the case's profile from `seed`.
 CaseInputs random_u32_column_inputs(const CaseSpec& spec, std::uint64_t seed);

@@ -160,29 +160,47 @@ std::uint64_t histogram_groups_of(std::uint64_t n) {
 // ("uniform", "equal", "small", "sorted", "reversed": ordered as u64), "high-only" (every low
 // word the same, the high words uniform) or "ids" (below 2^24, as a table's row ids: three
 // digits of 8 bits differ, the other five are 0).
-std::vector<std::uint32_t> random_u64_words(std::size_t n, const std::string& profile,
-                                            std::mt19937_64& random) {
+std::vector<std::byte> random_u64_word_bytes(std::size_t n, const std::string& profile,
+                                             std::mt19937_64& random) {
   const bool high_only = profile == "high-only";
   const bool ordered = profile == "sorted" || profile == "reversed";
   const bool ids = profile == "ids";
   const std::string word_profile = ordered || high_only || ids ? "uniform" : profile;
-  std::vector<std::uint32_t> low = random_u32(n, high_only ? "equal" : word_profile, random);
-  std::vector<std::uint32_t> high = random_u32(n, word_profile, random);
-  if (profile == "small") std::fill(high.begin(), high.end(), high.empty() ? 0 : high.front());
-  if (ids) {
-    for (std::uint32_t& word : low) word &= 0x00ffffffu;
-    std::fill(high.begin(), high.end(), 0u);
+  // Drawn straight into the uploaded bytes, each word on every core: at 2^28 keys, drawing
+  // the words apart and joining them took seconds of one core.
+  std::vector<std::byte> bytes(8 * n);
+  draw_u32_words(bytes.data(), 8, n, high_only ? "equal" : word_profile, random);
+  draw_u32_words(bytes.data() + 4, 8, n, word_profile, random);
+  std::uint32_t first_high = 0;
+  if (n != 0) std::memcpy(&first_high, bytes.data() + 4, 4);
+  auto key = [&](std::size_t i) {
+    std::uint64_t value = 0;
+    std::memcpy(&value, bytes.data() + 8 * i, 8);
+    return value;
+  };
+  auto store = [&](std::size_t i, std::uint64_t value) {
+    std::memcpy(bytes.data() + 8 * i, &value, 8);
+  };
+  if (profile == "small" || ids) {
+    for_each_chunk(n, [&](std::size_t begin, std::size_t end, std::size_t) {
+      for (std::size_t i = begin; i < end; ++i) {
+        const auto low = static_cast<std::uint32_t>(key(i));
+        store(i, ids ? low & 0x00ffffffu : std::uint64_t{first_high} << 32 | low);
+      }
+    });
   }
-  std::vector<std::uint64_t> keys(n);
-  for (std::size_t i = 0; i < n; ++i) keys[i] = std::uint64_t{high[i]} << 32 | low[i];
-  if (profile == "sorted") std::sort(keys.begin(), keys.end());
-  if (profile == "reversed") std::sort(keys.begin(), keys.end(), std::greater<>());
-  std::vector<std::uint32_t> words(2 * n);
-  for (std::size_t i = 0; i < n; ++i) {
-    words[2 * i] = static_cast<std::uint32_t>(keys[i]);
-    words[2 * i + 1] = static_cast<std::uint32_t>(keys[i] >> 32);
+  if (ordered) {
+    std::vector<std::uint64_t> keys(n);
+    for_each_chunk(n, [&](std::size_t begin, std::size_t end, std::size_t) {
+      for (std::size_t i = begin; i < end; ++i) keys[i] = key(i);
+    });
+    if (profile == "sorted") std::sort(keys.begin(), keys.end());
+    if (profile == "reversed") std::sort(keys.begin(), keys.end(), std::greater<>());
+    for_each_chunk(n, [&](std::size_t begin, std::size_t end, std::size_t) {
+      for (std::size_t i = begin; i < end; ++i) store(i, keys[i]);
+    });
   }
-  return words;
+  return bytes;
 }
 
 // The buffers of one sort of 32-bit keys: the keys and values its first round reads, the
@@ -360,14 +378,10 @@ class RadixSort final : public KernelDefinition {
     CaseInputs inputs;
     inputs.problem = spec.problem;
     inputs.buffers["keys"] =
-        wide_keys_ ? to_bytes(random_u64_words(spec.problem.elements, spec.value_profile, random))
-                   : to_bytes(random_u32(spec.problem.elements, spec.value_profile, random));
-    if (pairs_) {
-      // Values are the input positions, so stability can be checked directly.
-      std::vector<std::uint32_t> values(spec.problem.elements);
-      std::iota(values.begin(), values.end(), 0u);
-      inputs.buffers["values"] = to_bytes(values);
-    }
+        wide_keys_ ? random_u64_word_bytes(spec.problem.elements, spec.value_profile, random)
+                   : random_u32_bytes(spec.problem.elements, spec.value_profile, random);
+    // Values are the input positions, so stability can be checked directly.
+    if (pairs_) inputs.buffers["values"] = position_bytes(spec.problem.elements);
     return inputs;
   }
 

@@ -218,7 +218,7 @@ class Reduce final : public KernelDefinition {
       return inputs;
     }
     if (op_ == ReduceOp::kSumU32) {
-      inputs.buffers["x"] = to_bytes(random_u32(n, spec.value_profile, random));
+      inputs.buffers["x"] = random_u32_bytes(n, spec.value_profile, random);
       return inputs;
     }
     std::vector<float> x;

@@ -332,7 +332,7 @@ class SegmentedReduceSumF32 final : public KernelDefinition {
     }
     CaseInputs inputs;
     inputs.problem = spec.problem;
-    inputs.buffers["x"] = to_bytes(random_floats(spec.problem.elements, "uniform", random));
+    inputs.buffers["x"] = random_float_bytes(spec.problem.elements, "uniform", random);
     inputs.buffers["offsets"] = to_bytes(offsets);
     return inputs;
   }

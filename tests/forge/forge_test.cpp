@@ -1094,6 +1094,34 @@ TEST_F(ForgeCliTest, SizesNameBucketsAndAMistypedOneIsRefusedWithTheBucketsThere
       << listed.output;
 }
 
+// `--sizes` takes one word (comma-separated labels) per occurrence: kernel ids after it are
+// kernels, not sizes (session 28 lost a device call to "--sizes main hash_join_u32 ...").
+TEST_F(ForgeCliTest, SizesTakesOneWordSoKernelsMayFollowIt) {
+  const std::string smallest = bucket_near("affine_f32", 1);
+  CommandResult tuned = run_cli("auto-tune-all --budget 1 --sizes " + smallest +
+                                " affine_f32 --json " + cache_flag());
+  ASSERT_EQ(tuned.exit_code, 0) << tuned.output;
+  const nlohmann::json rows = nlohmann::json::parse(tuned.output)["kernels"];
+  ASSERT_EQ(rows.size(), 1u) << tuned.output;
+  EXPECT_EQ(rows[0]["kernel"], "affine_f32");
+  EXPECT_EQ(rows[0]["bucket"], smallest);
+
+  CommandResult repeated =
+      run_cli("auto-tune-all --budget 1 --sizes " + smallest +
+              " --sizes main affine_f32 reduce_sum_u32 --json " + cache_flag());
+  ASSERT_EQ(repeated.exit_code, 0) << repeated.output;
+  const nlohmann::json table = nlohmann::json::parse(repeated.output);
+  std::multiset<std::string> entries;
+  for (const nlohmann::json& row : table["kernels"]) {
+    entries.insert(row["kernel"].get<std::string>() + " " + row["bucket"].get<std::string>());
+  }
+  const std::string main = main_bucket_of("affine_f32");
+  EXPECT_EQ(entries,
+            (std::multiset<std::string>{"affine_f32 " + smallest, "affine_f32 " + main,
+                                        "reduce_sum_u32 " + smallest, "reduce_sum_u32 " + main}))
+      << repeated.output;
+}
+
 TEST(KernelLibraryTest, UntunedKernelsRunWithTheDefaultScheduleAndSaySo) {
   testing::TempDir temp;
   forge::KernelLibrary library(testing::shared_device(), ManifestCache(temp.path()));

@@ -188,14 +188,20 @@ TEST_F(RuntimeTest, BuffersRoundTripAnyByteCount) {
   EXPECT_FALSE(device.read_buffer(buffer, 8, 12).ok());
 }
 
-// A tune's inputs are uploaded into a buffer created mapped and filled on every core: any byte
-// count comes back as given, zero-padded to whole words, also one of several 16 MiB chunks.
+// A tune's inputs are uploaded into a buffer created mapped and filled on every core, or above
+// 64 MiB through the device's two staging buffers, chunk by chunk: any byte count comes back as
+// given, zero-padded to whole words (past one staging buffer, and past both, so that the first
+// is mapped again after its copy).
 TEST_F(RuntimeTest, BuffersCreatedWithContentsHoldThemZeroPadded) {
   SCOPED_TRACE(trace());
   gpu::Device& device = shared_device();
-  for (std::uint64_t size : {0ull, 1ull, 7ull, 65537ull, (40ull << 20) + 3}) {
+  for (std::uint64_t size :
+       {0ull, 1ull, 7ull, 65537ull, (40ull << 20) + 3, (64ull << 20) + 1, (130ull << 20) + 2}) {
     std::vector<std::byte> bytes(size);
-    for (auto& byte : bytes) byte = static_cast<std::byte>(random_());
+    for (std::size_t i = 0; i < size; i += 8) {
+      const std::uint64_t word = random_();
+      std::memcpy(bytes.data() + i, &word, std::min<std::size_t>(8, size - i));
+    }
     Result<gpu::Buffer> buffer = device.create_buffer_with_contents(bytes, "with contents");
     ASSERT_TRUE(buffer.ok()) << buffer.error().to_string();
     const std::uint64_t words = std::max<std::uint64_t>(4, (size + 3) / 4 * 4);

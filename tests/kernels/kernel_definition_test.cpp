@@ -837,11 +837,12 @@ TEST_F(HashJoinInputsTest, ProfilesKeepTheirPromisesAndTheOracleRejectsAWrongPai
   // The oracle on the join in reverse order (the pairs are a multiset), then with one pair wrong.
   std::reverse(pairs_probe.begin(), pairs_probe.end());
   std::reverse(pairs_build.begin(), pairs_build.end());
-  auto outputs_of = [&](const std::vector<std::uint32_t>& build_side) {
+  auto outputs_of = [&](const std::vector<std::uint32_t>& build_side,
+                        const std::vector<std::uint32_t>& probe_side) {
     std::map<std::string, std::vector<std::byte>> outputs;
-    const auto count = static_cast<std::uint32_t>(pairs_probe.size());
+    const auto count = static_cast<std::uint32_t>(probe_side.size());
     for (const auto& [name, values] :
-         {std::pair<std::string, std::vector<std::uint32_t>>{"pairs_probe", pairs_probe},
+         {std::pair<std::string, std::vector<std::uint32_t>>{"pairs_probe", probe_side},
           {"pairs_build", build_side},
           {"status", {count, 0, 0}}}) {
       std::vector<std::byte> bytes(4 * values.size());
@@ -850,11 +851,28 @@ TEST_F(HashJoinInputsTest, ProfilesKeepTheirPromisesAndTheOracleRejectsAWrongPai
     }
     return outputs;
   };
-  const kernels::CaseVerdict right = kernel_.check(half, outputs_of(pairs_build));
+  const kernels::CaseVerdict right = kernel_.check(half, outputs_of(pairs_build, pairs_probe));
   EXPECT_TRUE(right.report.matches() && right.failed_checks.empty());
   std::vector<std::uint32_t> wrong = pairs_build;
   wrong[wrong.size() / 2] ^= 1u << (random_() % 32);
-  EXPECT_EQ(kernel_.check(half, outputs_of(wrong)).report.mismatch_count, 1u);
+  EXPECT_EQ(kernel_.check(half, outputs_of(wrong, pairs_probe)).report.mismatch_count, 1u);
+  // The same count with one pair in place of another (the multiset differs, not the count),
+  // and two build payloads swapped between pairs: the digests tell both apart.
+  const std::size_t first = random_() % pairs_build.size();
+  const std::size_t second =
+      (first + 1 + random_() % (pairs_build.size() - 1)) % pairs_build.size();
+  std::vector<std::uint32_t> duplicated_probe = pairs_probe;
+  std::vector<std::uint32_t> duplicated_build = pairs_build;
+  duplicated_probe[second] = duplicated_probe[first];
+  duplicated_build[second] = duplicated_build[first];
+  EXPECT_GT(
+      kernel_.check(half, outputs_of(duplicated_build, duplicated_probe)).report.mismatch_count,
+      0u);
+  std::vector<std::uint32_t> swapped = pairs_build;
+  std::swap(swapped[first], swapped[second]);
+  if (pairs_probe[first] != pairs_probe[second] && pairs_build[first] != pairs_build[second]) {
+    EXPECT_GT(kernel_.check(half, outputs_of(swapped, pairs_probe)).report.mismatch_count, 0u);
+  }
 }
 
 }  // namespace
