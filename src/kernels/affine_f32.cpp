@@ -114,8 +114,7 @@ class AffineF32 final : public KernelDefinition {
     inputs.problem = spec.problem;
     inputs.problem.a = std::uniform_real_distribution<float>(-4.0f, 4.0f)(random);
     inputs.problem.b = std::uniform_real_distribution<float>(-100.0f, 100.0f)(random);
-    inputs.buffers["x"] =
-        random_float_bytes(spec.problem.elements, spec.value_profile, random);
+    inputs.buffers["x"] = random_float_bytes(spec.problem.elements, spec.value_profile, random);
     return inputs;
   }
 

@@ -244,10 +244,8 @@ class GemmF32 final : public KernelDefinition {
     CaseInputs inputs;
     inputs.problem = spec.problem;
     const Problem& p = spec.problem;
-    inputs.buffers["a"] =
-        random_float_bytes(std::uint64_t{p.m} * p.k, spec.value_profile, random);
-    inputs.buffers["b"] =
-        random_float_bytes(std::uint64_t{p.k} * p.n, spec.value_profile, random);
+    inputs.buffers["a"] = random_float_bytes(std::uint64_t{p.m} * p.k, spec.value_profile, random);
+    inputs.buffers["b"] = random_float_bytes(std::uint64_t{p.k} * p.n, spec.value_profile, random);
     return inputs;
   }
 
