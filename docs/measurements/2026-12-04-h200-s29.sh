@@ -4,7 +4,7 @@
 # their walls and phases compare on one machine state (ORDER: a space-separated list of "release"
 # and "base", one main job each); then, on the last release run's cache (every main entry tuned),
 # the star query at 2^28 fact rows (STAR=1) and the lines of .stage/requests.txt (wgsl-forge
-# argument lists). One tarball: the device tool returns few files.
+# argument lists, global options first where given; ORDER="" runs only those). One tarball: the device tool returns few files.
 set -u
 cd "$(dirname "$0")/../.."
 source scripts/gpu-machine/vulkan-env.sh
@@ -18,7 +18,7 @@ done
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv >> "$R/commit.txt" 2>&1
 wall() { python3 -c "import sys; print('%s wall %.1f s' % (sys.argv[1], float(sys.argv[3]) - float(sys.argv[2])))" "$@"; }
 run=0
-for build in ${ORDER:-release}; do
+for build in ${ORDER-release}; do
   run=$((run + 1))
   cache="build/gpu-cache-$build"
   rm -rf "$cache"
@@ -29,7 +29,9 @@ for build in ${ORDER:-release}; do
   wall "auto-tune-all --budget 3 --sizes main (run $run, $build)" "$s" "$(date +%s.%N)" >> "$R/walls.txt"
 done
 F=".stage/release/src/wgsl-forge --cache build/gpu-cache-release"
-$F auto-tune-all --budget 3 --sizes main > "$R/tune-table.txt" 2>&1
+case " ${ORDER-release} " in
+  *" release "*) $F auto-tune-all --budget 3 --sizes main > "$R/tune-table.txt" 2>&1 ;;
+esac
 if [ "${STAR:-0}" = 1 ]; then
   for seed in 5 6; do
     timeout 120 .stage/release/examples/star_query --cache build/gpu-cache-release \

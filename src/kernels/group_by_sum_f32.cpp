@@ -61,7 +61,10 @@
 // With key_partitions P > 1 the aggregate pass runs P times, pass p adding only the rows whose
 // key's hash (its top 16 bits scaled to [0, P)) is p, so that each workgroup table holds about
 // max_groups / P keys: the whole-table search (above) applies while max_groups <= P local_slots
-// / 2. Each row is still added once; the rows are read P times.
+// / 2. Without workgroup tables (local_slots 0) pass p adds the keys whose home slot lies in
+// the p-th part of the global table instead, so that a pass works in one part of it (revision
+// 6; revision 5 split by the hash's top bits there too). Each row is still added once; the rows
+// are read P times.
 //
 // Values that are not finite: a NaN, +infinity or -infinity row counts in its group and sets a
 // flag in the top three bits of its global high word (a sum's high word stays below 2^25)
@@ -147,6 +150,27 @@ const KnobSpec kInterleaveRows{
 const KnobSpec kProbeWindow{
     "probe_window", "workgroup-table slots whose keys a row loads at once", {1, 4, 8}, 1};
 
+// Which aggregate pass adds a key's rows: with workgroup tables, by bits of the hash that their
+// slots do not use; with the global table alone, by the part of it that holds the key's home slot.
+const char* const kKeyPartByHashWgsl = R"(
+// Whether this aggregate pass adds the rows of `key`: those whose hash's top 16 bits, scaled to
+// [0, KEY_PARTS), are params.key_part (bits that the workgroup table's slots do not use, so each
+// part fills the whole workgroup table).
+fn in_this_key_part(key: u32) -> bool {
+  return KEY_PARTS == 1u || (((hash(key) >> 16u) * KEY_PARTS) >> 16u) == params.key_part;
+}
+)";
+const char* const kKeyPartBySlotWgsl = R"(
+// Whether this aggregate pass adds the rows of `key`: those whose home slot lies in the
+// params.key_part-th of KEY_PARTS parts of the table, so that a pass reads and writes one part of
+// it (a part of 2^20 groups' 32 MiB table stays in the H200's L2 cache). A table of fewer than
+// KEY_PARTS slots leaves the last passes without rows.
+fn in_this_key_part(key: u32) -> bool {
+  let part_slots = max(params.capacity / KEY_PARTS, 1u);
+  return KEY_PARTS == 1u || (hash(key) & (params.capacity - 1u)) / part_slots == params.key_part;
+}
+)";
+
 const char* const kParamsWgsl = R"(
 struct Params { n: u32, capacity: u32, max_groups: u32, local_probes: u32, key_part: u32 }
 )";
@@ -198,12 +222,6 @@ fn global_slot(key: u32) -> u32 {
     if (found != EMPTY) { slot = (slot + step) & mask; }
   }
   return NO_SLOT;
-}
-
-// Whether this aggregate pass adds the rows of `key`: those whose hash's top 16 bits, scaled to
-// [0, KEY_PARTS), are params.key_part (all rows with one part).
-fn in_this_key_part(key: u32) -> bool {
-  return KEY_PARTS == 1u || (((hash(key) >> 16u) * KEY_PARTS) >> 16u) == params.key_part;
 }
 
 // Tiles of TILE rows, the last one partial (written so that n + TILE cannot overflow).
@@ -815,7 +833,7 @@ double allowed_error(double exact, double magnitude, std::uint32_t finite, std::
 class GroupBySumF32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "group_by_sum_f32"; }
-  std::uint32_t revision() const override { return 5; }
+  std::uint32_t revision() const override { return 6; }
   std::string_view summary() const override {
     return "distinct u32 keys with the f32 sum and count of their rows";
   }
@@ -904,9 +922,10 @@ class GroupBySumF32 final : public KernelDefinition {
                        constant_declarations(constants) + kTableWgsl;
     const bool interleave = knob(schedule, kInterleaveRows) != 0;
     if (local_slots == 0) {
-      return wgsl + kGlobalAggregateBeginWgsl +
+      return wgsl + kKeyPartBySlotWgsl + kGlobalAggregateBeginWgsl +
              (interleave ? kGlobalRowsTogetherWgsl : kGlobalRowsOneAtATimeWgsl);
     }
+    wgsl += kKeyPartByHashWgsl;
     // Rows added together search in their own loop, without add_local.
     if (interleave) {
       return wgsl + kLocalTableWgsl + kLocalAggregateBeginWgsl + kAddRowsTogetherWgsl +

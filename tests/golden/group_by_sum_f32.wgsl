@@ -65,12 +65,6 @@ fn global_slot(key: u32) -> u32 {
   return NO_SLOT;
 }
 
-// Whether this aggregate pass adds the rows of `key`: those whose hash's top 16 bits, scaled to
-// [0, KEY_PARTS), are params.key_part (all rows with one part).
-fn in_this_key_part(key: u32) -> bool {
-  return KEY_PARTS == 1u || (((hash(key) >> 16u) * KEY_PARTS) >> 16u) == params.key_part;
-}
-
 // Tiles of TILE rows, the last one partial (written so that n + TILE cannot overflow).
 fn tile_count() -> u32 {
   return params.n / TILE + select(0u, 1u, params.n % TILE != 0u);
@@ -262,6 +256,13 @@ fn emit(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups_gri
     group_sums[at] = sum_bits(slot, count);
     group_counts[at] = count;
   }
+}
+
+// Whether this aggregate pass adds the rows of `key`: those whose hash's top 16 bits, scaled to
+// [0, KEY_PARTS), are params.key_part (bits that the workgroup table's slots do not use, so each
+// part fills the whole workgroup table).
+fn in_this_key_part(key: u32) -> bool {
+  return KEY_PARTS == 1u || (((hash(key) >> 16u) * KEY_PARTS) >> 16u) == params.key_part;
 }
 
 var<workgroup> local_table: array<atomic<u32>, 3u * LOCAL_SLOTS>;

@@ -151,7 +151,8 @@ TEST_F(GroupBySumTest, EveryScheduleGivesTheExactFixedPointSumsBitForBit) {
         "workgroup_size=64,rows_per_invocation=16,local_slots=1024,interleave_rows=1,"
         "persistent_workgroups=256",
         "rows_per_invocation=4,interleave_rows=1,key_partitions=2",
-        "local_slots=0,rows_per_invocation=4,interleave_rows=1"}) {
+        "local_slots=0,rows_per_invocation=4,interleave_rows=1",
+        "local_slots=0,rows_per_invocation=4,interleave_rows=1,key_partitions=4"}) {
     expect_exact_sums(overrides, inputs);
   }
 }
