@@ -130,13 +130,11 @@ const KnobSpec kPersistentWorkgroups{
 
 // With key_partitions P the aggregate pass runs P times over all rows, each time adding only the
 // rows whose key's hash falls in one part of P: each workgroup table then holds about max_groups
-// / P keys (4096 groups in two halves fit 4096-slot tables at load 1/2), or without workgroup
-// tables each pass works in one P-th of the global table (8 parts keep a part of 4M groups'
-// 128 MiB table near the H200's 50 MiB L2 cache), for P reads of the rows.
+// / P keys (4096 groups in two halves fit 4096-slot tables at load 1/2), for P reads of the rows.
 const KnobSpec kKeyPartitions{
     "key_partitions",
     "aggregate passes, each adding the rows of one part of the keys (by hash)",
-    {1, 2, 4, 8},
+    {1, 2, 4},
     1};
 // Whether an invocation's rows of a tile are searched, added and carried together (their loads
 // and atomics in flight at once) or one row after the other, in the workgroup table or (with
