@@ -149,15 +149,6 @@ const KnobSpec kInterleaveRows{
 // longest in a warp its warp waits for; 4 and 8 search windows of consecutive slots.
 const KnobSpec kProbeWindow{
     "probe_window", "workgroup-table slots whose keys a row loads at once", {1, 4, 8}, 1};
-// Without workgroup tables and with key parts, a pass adds about 1/P of a tile's rows: searched
-// where they lie, each warp searches with most of its lanes idle, at the cost of all its rows.
-// Gathered first (in workgroup memory), the part's rows are added one per invocation.
-const KnobSpec kGatherPartRows{
-    "gather_part_rows",
-    "1: a tile's rows of the pass's key part gathered in workgroup memory, then added "
-    "(local_slots 0, key_partitions > 1)",
-    {0, 1},
-    0};
 
 // Which aggregate pass adds a key's rows: with workgroup tables, by bits of the hash that their
 // slots do not use; with the global table alone, by the part of it that holds the key's home slot.
@@ -464,39 +455,6 @@ const char* const kGlobalRowsOneAtATimeWgsl = R"(
     }
   }
 }
-)";
-
-// The tile's rows of this pass's key part gathered into workgroup memory, then added to the
-// global table one per invocation (gather_part_rows 1).
-const char* const kGlobalGatheredRowsWgsl = R"(
-    if (local == 0u) { atomicStore(&part_rows, 0u); }
-    workgroupBarrier();
-    for (var r = 0u; r < ROWS; r++) {
-      if (tile * TILE + r * WG + local < params.n && in_this_key_part(row_keys[r])) {
-        let at = atomicAdd(&part_rows, 1u);
-        part_keys[at] = row_keys[r];
-        part_values[at] = row_values[r];
-      }
-    }
-    workgroupBarrier();
-    let gathered = atomicLoad(&part_rows);
-    for (var i = local; i < gathered; i += WG) {
-      let flag = non_finite_flag(part_values[i]);
-      if (flag != 0u) {
-        add_non_finite(part_keys[i], flag);
-      } else {
-        add_global(part_keys[i], 1u, fixed_point(part_values[i], top));
-      }
-    }
-    // The next tile gathers into the same memory.
-    workgroupBarrier();
-  }
-}
-
-// A tile's rows of the pass's key part, and how many.
-var<workgroup> part_keys: array<u32, TILE>;
-var<workgroup> part_values: array<u32, TILE>;
-var<workgroup> part_rows: atomic<u32>;
 )";
 
 // The tile's rows of an invocation added to the global table together (interleave_rows 1), as
@@ -822,9 +780,6 @@ std::uint64_t tile_rows(const Schedule& schedule) {
 }
 
 // One per tile, at most persistent_workgroups when that is not 0.
-// Workgroup memory of gather_part_rows: a key and a value of each of a tile's rows, and a count.
-std::uint64_t gathered_rows_bytes(const Schedule& schedule) { return 8 * tile_rows(schedule) + 4; }
-
 std::uint64_t aggregate_workgroups(const Schedule& schedule, std::uint64_t n) {
   const std::uint64_t tiles = ceil_div(n, tile_rows(schedule));
   const std::uint64_t most = knob(schedule, kPersistentWorkgroups);
@@ -884,9 +839,8 @@ class GroupBySumF32 final : public KernelDefinition {
   }
 
   std::vector<KnobSpec> knobs() const override {
-    return {kWorkgroupSize, kRowsPerInvocation,    kLocalSlots,
-            kTableFactor,   kPersistentWorkgroups, kKeyPartitions,
-            kProbeWindow,   kInterleaveRows,       kGatherPartRows};
+    return {kWorkgroupSize,        kRowsPerInvocation, kLocalSlots,  kTableFactor,
+            kPersistentWorkgroups, kKeyPartitions,     kProbeWindow, kInterleaveRows};
   }
 
   Status check_resources(const Schedule& schedule,
@@ -912,23 +866,6 @@ class GroupBySumF32 final : public KernelDefinition {
       return Error(ErrorKind::kInvalidInput,
                    "Knob probe_window (" + std::to_string(window) +
                        ") needs interleave_rows (0): rows searched together search slot by slot.");
-    }
-    if (knob(schedule, kGatherPartRows) != 0) {
-      if (knob(schedule, kLocalSlots) != 0 || knob(schedule, kKeyPartitions) == 1 || interleave) {
-        return Error(ErrorKind::kInvalidInput,
-                     "Knob gather_part_rows (1) needs local_slots 0, key_partitions above 1 and "
-                     "interleave_rows 0: it gathers the rows that the global table's passes "
-                     "add one at a time.");
-      }
-      const std::uint64_t gathered = gathered_rows_bytes(schedule);
-      if (gathered > device.max_workgroup_storage_size) {
-        return Error(ErrorKind::kInvalidInput,
-                     "Knob gather_part_rows (1) needs " + std::to_string(gathered) +
-                         " bytes of workgroup memory for a tile of " +
-                         std::to_string(tile_rows(schedule)) +
-                         " rows, more than maxComputeWorkgroupStorageSize (" +
-                         std::to_string(device.max_workgroup_storage_size) + ").");
-      }
     }
     return Ok{};
   }
@@ -985,10 +922,8 @@ class GroupBySumF32 final : public KernelDefinition {
                        constant_declarations(constants) + kTableWgsl;
     const bool interleave = knob(schedule, kInterleaveRows) != 0;
     if (local_slots == 0) {
-      const char* rows_module = interleave                             ? kGlobalRowsTogetherWgsl
-                                : knob(schedule, kGatherPartRows) != 0 ? kGlobalGatheredRowsWgsl
-                                                                       : kGlobalRowsOneAtATimeWgsl;
-      return wgsl + kKeyPartBySlotWgsl + kGlobalAggregateBeginWgsl + rows_module;
+      return wgsl + kKeyPartBySlotWgsl + kGlobalAggregateBeginWgsl +
+             (interleave ? kGlobalRowsTogetherWgsl : kGlobalRowsOneAtATimeWgsl);
     }
     wgsl += kKeyPartByHashWgsl;
     // Rows added together search in their own loop, without add_local.

@@ -152,42 +152,9 @@ TEST_F(GroupBySumTest, EveryScheduleGivesTheExactFixedPointSumsBitForBit) {
         "persistent_workgroups=256",
         "rows_per_invocation=4,interleave_rows=1,key_partitions=2",
         "local_slots=0,rows_per_invocation=4,interleave_rows=1",
-        "local_slots=0,rows_per_invocation=4,interleave_rows=1,key_partitions=4",
-        "local_slots=0,rows_per_invocation=4,key_partitions=4,gather_part_rows=1",
-        "workgroup_size=64,rows_per_invocation=16,local_slots=0,persistent_workgroups=256,"
-        "key_partitions=2,gather_part_rows=1"}) {
+        "local_slots=0,rows_per_invocation=4,interleave_rows=1,key_partitions=4"}) {
     expect_exact_sums(overrides, inputs);
   }
-}
-
-// gather_part_rows gathers what the global table's passes add one at a time: with a workgroup
-// table, one key part or rows added together it has nothing to gather and is refused, as is a
-// tile whose rows need more workgroup memory than the adapter has.
-TEST_F(GroupBySumTest, GatheringPartRowsIsRefusedWhereItHasNoEffectOrDoesNotFit) {
-  for (const char* overrides :
-       {"gather_part_rows=1,key_partitions=2", "gather_part_rows=1,local_slots=0",
-        "gather_part_rows=1,local_slots=0,key_partitions=2,interleave_rows=1"}) {
-    const Schedule schedule = kernels::parse_schedule_overrides(group_by(), overrides).value();
-    auto generated =
-        kernels::generate_builtin(group_by(), schedule, TargetBackend::kWgsl, capabilities_);
-    ASSERT_FALSE(generated.ok()) << overrides;
-    EXPECT_NE(generated.error().message().find("gather_part_rows (1) needs local_slots 0"),
-              std::string::npos)
-        << generated.error().to_string();
-  }
-  kernels::DeviceCapabilities small = capabilities_;
-  small.max_workgroup_storage_size = 8 * 1024;
-  const Schedule wide = kernels::parse_schedule_overrides(
-                            group_by(),
-                            "local_slots=0,key_partitions=2,gather_part_rows=1,workgroup_size="
-                            "256,rows_per_invocation=4")
-                            .value();
-  auto refused = kernels::generate_builtin(group_by(), wide, TargetBackend::kWgsl, small);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.error().message().find("needs 8196 bytes of workgroup memory for a tile of "
-                                           "1024 rows"),
-            std::string::npos)
-      << refused.error().to_string();
 }
 
 // The empty key's rows add up in each invocation's registers first: with 256 persistent
