@@ -328,9 +328,10 @@ class Device {
 
   // Storage buffers can be copied to and from; uniform buffers can be written.
   Result<Buffer> create_buffer(std::uint64_t size, BufferUsage usage, std::string_view label);
-  // A storage buffer holding `contents` (zero-padded to whole words), created mapped and filled
-  // on every core before it is unmapped: for inputs of up to gigabytes (a tune's), which
-  // write_buffer copies on one thread into a staging buffer first.
+  // A storage buffer holding `contents` (zero-padded to whole words), filled on every core: for
+  // inputs of up to gigabytes (a tune's), which write_buffer copies on one thread into a staging
+  // buffer first. Up to 64 MiB it is created mapped; larger contents go through two 64 MiB
+  // staging buffers that the device makes at the first such upload and keeps.
   Result<Buffer> create_buffer_with_contents(std::span<const std::byte> contents,
                                              std::string_view label);
   // A program's own WGPUBuffer of this device, for binding to kernels: it needs Storage usage
