@@ -110,6 +110,10 @@ struct DeviceState : std::enable_shared_from_this<DeviceState> {
   // Copies `size` bytes of `buffer` from `offset` into host memory.
   Result<std::vector<std::byte>> read_back(const Buffer& buffer, std::uint64_t offset,
                                            std::uint64_t size);
+  // Maps `size` bytes of `buffer` from offset 0 with `mode`, waiting for the GPU's use of it; an
+  // error names `which` buffer and `purpose` ("for reading", "for writing").
+  Status map_buffer(abi::WGPUBuffer buffer, std::uint32_t mode, std::uint64_t size,
+                    std::string_view which, std::string_view purpose);
   // Device::read_regions, the regions checked.
   Status read_back_regions(
       std::span<const BufferRegion> regions,

@@ -320,14 +320,29 @@ Status DeviceState::read_back_regions(
     }
   });
   if (!copied_ok) return std::move(copied_ok).error();
+  WF_TRY(map_buffer(staging, kMapModeRead, copied, "a buffer", "for reading"));
+  const auto* data =
+      static_cast<const std::byte*>(api->BufferGetConstMappedRange(staging, 0, copied));
+  if (data == nullptr) {
+    return Error(ErrorKind::kRuntime, "The mapped buffer has no readable range.");
+  }
+  for (std::size_t i = 0; i < regions.size(); ++i) {
+    visit(i, std::span(data + placed[i], regions[i].size));
+  }
+  api->BufferUnmap(staging);
+  return Ok{};
+}
+
+Status DeviceState::map_buffer(WGPUBuffer buffer, std::uint32_t mode, std::uint64_t size,
+                               std::string_view which, std::string_view purpose) {
   struct MapReply {
     std::uint32_t status = 0;
     std::string message;
   };
-  Result<MapReply> mapped =
-      await<MapReply>("a buffer to map for reading", [&](PendingReply<MapReply>* pending) {
+  Result<MapReply> mapped = await<MapReply>(
+      std::string(which) + " to map " + std::string(purpose), [&](PendingReply<MapReply>* pending) {
         api->BufferMapAsync(
-            staging, kMapModeRead, 0, copied,
+            buffer, mode, 0, size,
             WGPUCallbackInfo<WGPUBufferMapCallback>{
                 nullptr, kCallbackModeAllowProcessEvents,
                 [](std::uint32_t status, WGPUStringView message, void* userdata1, void*) {
@@ -340,18 +355,9 @@ Status DeviceState::read_back_regions(
   if (!mapped) return std::move(mapped).error();
   if (mapped->status != kMapAsyncStatusSuccess) {
     WF_TRY(check_alive());
-    return Error(ErrorKind::kRuntime,
-                 "Mapping a buffer for reading failed (" + mapped->message + ").");
+    return Error(ErrorKind::kRuntime, "Mapping " + std::string(which) + " " + std::string(purpose) +
+                                          " failed (" + mapped->message + ").");
   }
-  const auto* data =
-      static_cast<const std::byte*>(api->BufferGetConstMappedRange(staging, 0, copied));
-  if (data == nullptr) {
-    return Error(ErrorKind::kRuntime, "The mapped buffer has no readable range.");
-  }
-  for (std::size_t i = 0; i < regions.size(); ++i) {
-    visit(i, std::span(data + placed[i], regions[i].size));
-  }
-  api->BufferUnmap(staging);
   return Ok{};
 }
 
@@ -402,29 +408,8 @@ Status DeviceState::ready_for_writing(UploadStaging& staging) {
     staging.mapped = true;
   }
   if (staging.mapped) return Ok{};
-  struct MapReply {
-    std::uint32_t status = 0;
-    std::string message;
-  };
-  Result<MapReply> mapped =
-      await<MapReply>("the upload staging buffer to map", [&](PendingReply<MapReply>* pending) {
-        api->BufferMapAsync(
-            staging.buffer, kMapModeWrite, 0, kUploadStagingBytes,
-            WGPUCallbackInfo<WGPUBufferMapCallback>{
-                nullptr, kCallbackModeAllowProcessEvents,
-                [](std::uint32_t status, WGPUStringView message, void* userdata1, void*) {
-                  if (auto* r = PendingReply<MapReply>::receive(userdata1)) {
-                    r->payload = MapReply{status, to_string(message)};
-                  }
-                },
-                pending, nullptr});
-      });
-  if (!mapped) return std::move(mapped).error();
-  if (mapped->status != kMapAsyncStatusSuccess) {
-    WF_TRY(check_alive());
-    return Error(ErrorKind::kRuntime,
-                 "Mapping the upload staging buffer failed (" + mapped->message + ").");
-  }
+  WF_TRY(map_buffer(staging.buffer, kMapModeWrite, kUploadStagingBytes, "the upload staging buffer",
+                    "for writing"));
   staging.mapped = true;
   return Ok{};
 }
