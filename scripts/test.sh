@@ -44,14 +44,17 @@ for stage in "${stages[@]}"; do
       # (worker processes tuning on lavapipe) and the catalog's sample of every schedule space
       # (compiling on lavapipe) also run in the ci stage only: the remote store's, the local
       # leases' and certification's code runs here in RemoteStoreTest, LocalLeasesTest and the
-      # per-kernel catalog tests.
+      # per-kernel catalog tests. RetuneTest's two longest (re-tunes at
+      # full size, 4 minutes instrumented) also run in the ci stage only: so does the comparison of
+      # a re-tune's winner with the stored one; its tuning and cache code runs here in TuneTest,
+      # RetuneTest.ADamagedEntry and ForgeCliTest.AKilledRetuneLeavesTheStoredEntryByteForByte.
       # Two tests at a time: most of a test's time is one thread (Tint, lavapipe's LLVM compiling
       # a pipeline, an instrumented oracle), and every test has its own directories, caches and
       # ports. TunerFaultTest runs alone (its 150 ms watchdog must fire on the hanging candidate
       # only), and the tests that never load Dawn run once, with leak checks, after the others.
       ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
         ctest --preset asan --timeout 1200 --parallel 2 \
-        -E "SixteenConcurrentTuners|AutoTuneAllTwice|capi_python|FleetTest|AdapterWorkersTest|StartingPointsAndASample|TunerFaultTest|$no_gpu_tests"
+        -E "SixteenConcurrentTuners|AutoTuneAllTwice|capi_python|FleetTest|AdapterWorkersTest|StartingPointsAndASample|RetuneTest.ARetuneKeeps|RetuneTest.LosingTheRace|TunerFaultTest|$no_gpu_tests"
       ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
         ctest --preset asan --timeout 1200 -R "^TunerFaultTest\."
       ASAN_OPTIONS=detect_leaks=1 ctest --preset asan --timeout 600 -R "$no_gpu_tests"
