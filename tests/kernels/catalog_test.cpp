@@ -1,9 +1,9 @@
 // Every builtin kernel, with its default schedule (all certification cases, including a grid of
 // more than 65535 workgroups; under AddressSanitizer those up to 2^21 elements) and three other
 // legal schedules drawn from the seed (the cases up to 10000 elements), certified against its
-// oracle on the real adapter (lavapipe in CI). Outputs
-// are poisoned before each run, so an element the kernel forgets fails, and every buffer lies
-// between guards and poison (forge::PreparedKernel::run_guarded), so one it strays past fails.
+// oracle on the real adapter (lavapipe in CI). Outputs are poisoned before each run, so an element
+// the kernel forgets fails, and every buffer lies between guards and poison
+// (forge::PreparedKernel::run_guarded), so one it strays past fails.
 // The same without Dawn's bounds clamps, for the default and one other schedule. And every
 // schedule the tuner starts from (those this adapter runs) and a seeded sample of each space,
 // with the quick cases and the schedule's own second-level cases.
@@ -173,9 +173,7 @@ TEST_P(KernelOnAdapterTest, StartingPointsAndASampleOfTheSpaceCertifyWithTheirSe
     schedules.push_back(space[others[i]]);
   }
   // The cases that screen a tuning candidate and the schedule's own second levels up to
-  // kLargestLevelCase: those past it (a reduction's second pass or a scan's look-back on the
-  // widest tiles) take seconds each on lavapipe, and the default schedule's full certification
-  // above runs its own.
+  // kLargestLevelCase (the default schedule's full certification above runs its own).
   const CasesUpTo screened(kernel.id(), forge::kQuickCaseElements, kLargestLevelCase);
   for (const Schedule& schedule : schedules) {
     forge::CertifyOptions options;
