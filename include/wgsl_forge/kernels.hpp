@@ -87,7 +87,8 @@ struct Problem {
 // the schedule of the nearest bucket (nearest_buckets).
 struct SizeBucket {
   // Names the bucket in cache keys, `--sizes` and reports: "2^20" (elements), "1024^3" (GEMM),
-  // "2^28x32" (segmented_reduce_sum_f32: 2^28 values in segments of 32).
+  // "2^28x32" (segmented_reduce_sum_f32: 2^28 values in segments of 32), "2^28g2^20"
+  // (group_by_sum_f32: 2^28 rows of at most 2^20 distinct keys).
   std::string label;
   Problem problem;
   // The kernel's main tuning size (tuning_problem): its entry stays at the seed's
@@ -105,8 +106,10 @@ std::uint64_t bucket_measure(const Problem& problem);
 
 // The buckets' indices, nearest to `problem` first: by the distance of log2(bucket_measure)
 // between the problem and each bucket, plus that of log2 of the average segment length
-// (elements / segments; no term for problems without segments), and between equally near
-// buckets the larger first (measure, then segment length). So a call of n elements uses the
+// (elements / segments; no term for problems without segments), plus, for a bucket that states
+// max_groups (group_by_sum_f32), that of log2 of the bound on distinct keys (the problem's
+// max_groups, or its element count when 0), and between equally near buckets the larger first
+// (measure, then segment length, then max_groups). So a call of n elements uses the
 // bucket tuned at the size closest to n by ratio (with buckets 2^16, 2^20, 2^24, 2^28: n < 2^18
 // takes 2^16, 2^18 <= n < 2^22 takes 2^20, ...), a segmented call the bucket whose segments are
 // closest to its average length by ratio, and when that bucket has no usable tuning, the next

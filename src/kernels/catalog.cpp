@@ -257,28 +257,37 @@ std::uint64_t bucket_measure(const Problem& problem) {
 
 namespace {
 
-// Where a problem lies among buckets: log2 of its measure and of its average segment length.
+// Where a problem lies among buckets: log2 of its measure, of its average segment length and of
+// its bound on distinct keys.
 struct BucketPosition {
   double log_measure = 0;
   double log_segment_length = 0;  // 0 without segments
+  double log_groups = 0;          // max_groups, or the element count when it is not given
 };
+
+double log2_at_least_one(std::uint64_t value) {
+  return std::log2(static_cast<double>(std::max<std::uint64_t>(1, value)));
+}
 
 BucketPosition position_of(const Problem& problem) {
   BucketPosition position;
-  position.log_measure =
-      std::log2(static_cast<double>(std::max<std::uint64_t>(1, bucket_measure(problem))));
+  position.log_measure = log2_at_least_one(bucket_measure(problem));
   if (problem.segments != 0) {
     position.log_segment_length =
-        std::log2(static_cast<double>(std::max<std::uint64_t>(1, problem.elements)) /
-                  static_cast<double>(problem.segments));
+        log2_at_least_one(problem.elements) - std::log2(static_cast<double>(problem.segments));
   }
+  position.log_groups =
+      log2_at_least_one(problem.max_groups != 0 ? problem.max_groups : problem.elements);
   return position;
 }
 
+// The groups' term counts only for buckets that state max_groups: other kernels' buckets (and
+// calls) leave it 0, and their distance is the measure's and the segment length's alone.
 double distance(const BucketPosition& wanted, const Problem& bucket) {
   const BucketPosition at = position_of(bucket);
+  const double groups = bucket.max_groups != 0 ? std::abs(at.log_groups - wanted.log_groups) : 0.0;
   return std::abs(at.log_measure - wanted.log_measure) +
-         std::abs(at.log_segment_length - wanted.log_segment_length);
+         std::abs(at.log_segment_length - wanted.log_segment_length) + groups;
 }
 
 // Whether bucket `left` is nearer to a problem at `wanted` than bucket `right`.
@@ -292,7 +301,10 @@ bool nearer(const std::vector<SizeBucket>& buckets, const BucketPosition& wanted
   if (left_at.log_measure != right_at.log_measure) {
     return left_at.log_measure > right_at.log_measure;
   }
-  return left_at.log_segment_length > right_at.log_segment_length;
+  if (left_at.log_segment_length != right_at.log_segment_length) {
+    return left_at.log_segment_length > right_at.log_segment_length;
+  }
+  return buckets[left].problem.max_groups > buckets[right].problem.max_groups;
 }
 
 }  // namespace

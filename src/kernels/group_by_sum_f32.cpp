@@ -109,6 +109,10 @@ constexpr std::uint32_t kLocalProbes = 8;
 // (key, count, sum low).
 constexpr std::uint64_t kGlobalSlotWords = 4;
 constexpr std::uint64_t kLocalSlotWords = 3;
+// The groups of the tuning problem, and of the bucket with many groups (size_buckets).
+constexpr std::uint64_t kTuningGroups = 4096;
+constexpr std::uint64_t kGpuManyGroups = std::uint64_t{1} << 20;
+constexpr std::uint64_t kCpuManyGroups = std::uint64_t{1} << 16;
 
 const KnobSpec kWorkgroupSize{
     "workgroup_size", "invocations per workgroup", {64, 128, 256, 512}, 256};
@@ -1214,12 +1218,17 @@ class GroupBySumF32 final : public KernelDefinition {
     // H200, session 27 call 2, 4096 groups: 2048 slots in 1024 workgroups of 256 14.5 ms, 4096
     // slots in 512 workgroups of 512 11.3 ms (of 256: 21.3 ms). Session 28 call 2: the latter
     // with the keys in two parts 8.80 ms (certified there, seed 2801); probe_window=4 took 1024
-    // groups from 4.94 to 3.37 ms, not timed with two parts.
+    // groups from 4.94 to 3.37 ms. Session 29: with two parts and probe_window=4 6.24-6.36 ms at
+    // 4096 groups (the main job's winner, against 8.89 ms without the window), and at 2^20 groups
+    // no workgroup table with the keys in four parts of the global table 11.55 ms (certified
+    // with seeds 2901 and 2902). A budget of 3 times the default and the first two: the
+    // winners of the 4096-group buckets and of the bucket with many groups.
     return {
         "workgroup_size=512,rows_per_invocation=4,local_slots=4096,persistent_workgroups=512,"
-        "key_partitions=2",
-        "workgroup_size=512,rows_per_invocation=4,local_slots=4096,persistent_workgroups=512,"
         "key_partitions=2,probe_window=4",
+        "local_slots=0,rows_per_invocation=4,key_partitions=4",
+        "workgroup_size=512,rows_per_invocation=4,local_slots=4096,persistent_workgroups=512,"
+        "key_partitions=2",
         "workgroup_size=512,rows_per_invocation=4,local_slots=4096,persistent_workgroups=512",
         "workgroup_size=256,rows_per_invocation=4,local_slots=2048,persistent_workgroups=1024"};
   }
@@ -1227,8 +1236,22 @@ class GroupBySumF32 final : public KernelDefinition {
   // 4096 groups, the most the workgroup tables hold on the H200; bench --groups times others.
   Problem tuning_problem(bool cpu_adapter) const override {
     Problem problem = elements_problem(tuning_elements(cpu_adapter));
-    problem.max_groups = 4096;
+    problem.max_groups = kTuningGroups;
     return problem;
+  }
+
+  // The row counts' buckets at 4096 groups, then one at the main row count with many groups
+  // (2^20 on a GPU, 2^16 on a CPU adapter), labelled "2^28g2^20": past what the workgroup tables
+  // hold the fastest schedules are others (no workgroup table, keys in parts by the global
+  // table's slot: session 29), and a call takes the bucket nearest in rows and groups.
+  std::vector<SizeBucket> size_buckets(bool cpu_adapter) const override {
+    std::vector<SizeBucket> buckets = KernelDefinition::size_buckets(cpu_adapter);
+    Problem many_groups = tuning_problem(cpu_adapter);
+    many_groups.max_groups = cpu_adapter ? kCpuManyGroups : kGpuManyGroups;
+    buckets.push_back({"2^" + std::to_string(std::countr_zero(many_groups.elements)) + "g2^" +
+                           std::to_string(std::countr_zero(many_groups.max_groups)),
+                       many_groups, false});
+    return buckets;
   }
 };
 

@@ -324,17 +324,18 @@ std::optional<BrokenInvariant> broken_timestamp(const std::string& timestamp, co
                                     "') is not a UTC time like 2026-12-02T15:33:31Z."};
 }
 
-// Bucket labels are what kernels::SizeBucket makes ("2^20", "1024^3", "512x256x128"): they are
-// hashed into cache keys and printed, so nothing else is accepted.
+// Bucket labels are what kernels::SizeBucket makes ("2^20", "1024^3", "512x256x128", "2^28x32",
+// "2^28g2^20"): they are hashed into cache keys and printed, so nothing else is accepted.
 std::optional<BrokenInvariant> broken_bucket(const std::optional<std::string>& bucket) {
   if (!bucket) return std::nullopt;
   const bool well_formed = !bucket->empty() && bucket->size() <= 32 &&
                            std::all_of(bucket->begin(), bucket->end(), [](char c) {
-                             return (c >= '0' && c <= '9') || c == '^' || c == 'x';
+                             return (c >= '0' && c <= '9') || c == '^' || c == 'x' || c == 'g';
                            });
   if (well_formed) return std::nullopt;
-  return BrokenInvariant{"context.bucket", "The size bucket ('" + bucket->substr(0, 40) +
-                                               "') is not a label of 1 to 32 digits, '^' and 'x'."};
+  return BrokenInvariant{"context.bucket",
+                         "The size bucket ('" + bucket->substr(0, 40) +
+                             "') is not a label of 1 to 32 digits, '^', 'x' and 'g'."};
 }
 
 // create() sorts and deduplicates the toggles, so a manifest it made always has them so.

@@ -15,6 +15,7 @@
 #include <optional>
 #include <set>
 #include <stdexcept>
+#include <tuple>
 
 #include "support/seeded_test.hpp"
 #include "support/temp_dir.hpp"
@@ -485,13 +486,17 @@ TEST(KernelCatalogTest, SizeBucketsSpanTheSizesWithOneMainBucketAtTheTuningProbl
     for (bool cpu : {false, true}) {
       SCOPED_TRACE(std::string(kernel->id()) + (cpu ? " on a CPU adapter" : " on a GPU"));
       const std::vector<kernels::SizeBucket> buckets = kernel->size_buckets(cpu);
-      ASSERT_EQ(buckets.size(), cpu ? 2u : (kernel->id() == "gemm_f32" ? 3u : 4u));
-      // Smallest first: by measure, then (segmented_reduce_sum_f32) by average segment length.
+      // group_by_sum_f32 has one more: the main row count with many groups.
+      const std::size_t extra = kernel->id() == "group_by_sum_f32" ? 1 : 0;
+      ASSERT_EQ(buckets.size(), extra + (cpu ? 2u : (kernel->id() == "gemm_f32" ? 3u : 4u)));
+      // Smallest first: by measure, then (segmented_reduce_sum_f32) by average segment length,
+      // then (group_by_sum_f32) by max_groups.
       auto position = [](const kernels::Problem& problem) {
-        return std::pair(kernels::bucket_measure(problem),
-                         problem.segments == 0 ? 0.0
-                                               : static_cast<double>(problem.elements) /
-                                                     static_cast<double>(problem.segments));
+        return std::tuple(kernels::bucket_measure(problem),
+                          problem.segments == 0 ? 0.0
+                                                : static_cast<double>(problem.elements) /
+                                                      static_cast<double>(problem.segments),
+                          problem.max_groups);
       };
       std::set<std::string> labels;
       int mains = 0;
@@ -507,7 +512,7 @@ TEST(KernelCatalogTest, SizeBucketsSpanTheSizesWithOneMainBucketAtTheTuningProbl
         EXPECT_EQ(bucket.problem.to_string(), kernel->tuning_problem(cpu).to_string());
         EXPECT_EQ(kernels::bucket_measure(bucket.problem),
                   kernels::bucket_measure(buckets.back().problem))
-            << "the main bucket is the largest";
+            << "the main bucket has the most elements";
       }
       EXPECT_EQ(mains, 1);
       EXPECT_EQ(labels.size(), buckets.size()) << "labels are unique";
@@ -585,6 +590,57 @@ TEST(KernelCatalogTest, ASegmentedCallTakesTheBucketNearestToItsSegmentLength) {
   EXPECT_EQ(nearest(1u << 20, 1), "2^28x8192");
   EXPECT_EQ(nearest(1000, 1000), "2^28x32");
   EXPECT_EQ(kernel.size_buckets(true).front().label, "2^20x32");
+}
+
+// group_by_sum_f32's buckets differ in rows and in groups (max_groups, or n when not given):
+// a call takes the bucket nearest in both by ratio; other kernels' buckets ignore max_groups.
+TEST(KernelCatalogTest, AGroupByCallTakesTheBucketNearestInRowsAndGroups) {
+  const kernels::KernelDefinition& kernel = *kernels::find_kernel("group_by_sum_f32").value();
+  const std::vector<kernels::SizeBucket> buckets = kernel.size_buckets(false);
+  std::vector<std::string> labels;
+  for (const kernels::SizeBucket& bucket : buckets) labels.push_back(bucket.label);
+  EXPECT_EQ(labels, (std::vector<std::string>{"2^16", "2^20", "2^24", "2^28", "2^28g2^20"}));
+  EXPECT_TRUE(buckets[3].main);
+  EXPECT_EQ(buckets[4].problem.max_groups, 1u << 20);
+  EXPECT_EQ(buckets[4].problem.elements, std::uint64_t{1} << 28);
+  auto nearest = [&](std::uint64_t n, std::uint64_t max_groups) {
+    kernels::Problem problem;
+    problem.elements = n;
+    problem.max_groups = max_groups;
+    return buckets[kernels::nearest_bucket(buckets, problem)].label;
+  };
+  const std::uint64_t n = std::uint64_t{1} << 28;
+  EXPECT_EQ(nearest(n, 4096), "2^28");
+  EXPECT_EQ(nearest(n, 1000), "2^28");
+  EXPECT_EQ(nearest(n, 1u << 20), "2^28g2^20");
+  EXPECT_EQ(nearest(n, 1u << 24), "2^28g2^20");
+  EXPECT_EQ(nearest(n, 0), "2^28g2^20");         // up to n groups
+  EXPECT_EQ(nearest(n, 1u << 16), "2^28g2^20");  // equally near: the more groups
+  EXPECT_EQ(nearest(n, (1u << 16) - 1), "2^28");
+  EXPECT_EQ(nearest(1u << 20, 4096), "2^20");
+  EXPECT_EQ(nearest(1u << 20, 1u << 18), "2^20");
+  EXPECT_EQ(nearest(1u << 20, 1u << 20), "2^28g2^20");  // equally near 2^20: the larger
+  EXPECT_EQ(nearest(1u << 26, 1u << 20), "2^28g2^20");
+  kernels::Problem wide;
+  wide.elements = n;
+  wide.max_groups = 1u << 22;
+  const std::vector<std::size_t> order = kernels::nearest_buckets(buckets, wide);
+  std::vector<std::string> fallback;
+  for (std::size_t index : order) fallback.push_back(buckets[index].label);
+  EXPECT_EQ(fallback, (std::vector<std::string>{"2^28g2^20", "2^28", "2^24", "2^20", "2^16"}));
+
+  const std::vector<kernels::SizeBucket> cpu = kernel.size_buckets(true);
+  EXPECT_EQ(cpu.back().label, "2^20g2^16");
+  EXPECT_EQ(cpu.back().problem.max_groups, 1u << 16);
+
+  // A scan call that states max_groups takes the same bucket as one that does not.
+  const std::vector<kernels::SizeBucket> scan =
+      kernels::find_kernel("scan_exclusive_u32").value()->size_buckets(false);
+  kernels::Problem problem;
+  problem.elements = 1u << 20;
+  const std::size_t plain = kernels::nearest_bucket(scan, problem);
+  problem.max_groups = 1u << 27;
+  EXPECT_EQ(kernels::nearest_bucket(scan, problem), plain);
 }
 
 TEST(KernelCatalogTest, ScheduleOverridesParseOrSayWhatIsWrong) {

@@ -9,6 +9,7 @@
 
 #include "support/test_manifests.hpp"
 #include "wgsl_forge/hash.hpp"
+#include "wgsl_forge/kernels.hpp"
 
 namespace wgsl_forge {
 namespace {
@@ -265,6 +266,25 @@ TEST(ManifestJsonTest, ABucketLabelOutsideItsGrammarIsRefused) {
     ASSERT_FALSE(parsed.ok()) << "label '" << label << "' was accepted";
     EXPECT_NE(parsed.error().message().find("context.bucket"), std::string::npos)
         << parsed.error().message();
+  }
+}
+
+// The labels the catalog's kernels make, on a GPU and on a CPU adapter, are all in the grammar
+// (a label outside it fails every tune of its bucket when the manifest is built).
+TEST(ManifestJsonTest, EveryBuiltinBucketLabelIsInTheGrammar) {
+  for (const kernels::KernelDefinition* kernel : kernels::builtin_kernels()) {
+    for (bool cpu : {false, true}) {
+      for (const kernels::SizeBucket& bucket : kernel->size_buckets(cpu)) {
+        TuningManifest manifest = full_tuning_manifest();
+        manifest.context.bucket = bucket.label;
+        manifest.cache_key = manifest.compute_cache_key();
+        Result<std::string> bytes = serialize_manifest(manifest);
+        ASSERT_TRUE(bytes.ok()) << bytes.error().message();
+        Result<TuningManifest> parsed = parse_tuning_manifest(*bytes);
+        EXPECT_TRUE(parsed.ok()) << kernel->id() << " " << bucket.label << ": "
+                                 << parsed.error().message();
+      }
+    }
   }
 }
 
