@@ -449,18 +449,6 @@ RegisterBlock register_block(const Schedule& schedule) {
 
 std::string u32_literal(std::uint32_t value) { return std::to_string(value) + "u"; }
 
-// Indents each line of `wgsl` by `depth` levels of two spaces.
-std::string indented(const std::string& wgsl, std::size_t depth) {
-  WgslLines lines(depth);
-  std::size_t begin = 0;
-  while (begin < wgsl.size()) {
-    const std::size_t end = std::min(wgsl.find('\n', begin), wgsl.size());
-    lines.line(wgsl.substr(begin, end - begin));
-    begin = end + 1;
-  }
-  return lines.text();
-}
-
 // gemm_vec4's loads of the next tiles at depth `kl` and their staging into stage `fill`, one
 // statement per register (constant indices need no clamps): without bounds tests for whole
 // k-tiles of a workgroup inside C.

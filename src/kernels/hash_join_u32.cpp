@@ -25,10 +25,13 @@
 // whose key was already in the table (then dropped) and status[2] holds one such key; the pairs
 // are then unspecified. status[0] is the number of pairs. Knobs: workgroup_size,
 // rows_per_invocation (rows per invocation in build and probe, workgroup_size apart),
-// table_factor, probing, slot_loads, match_places (1 and 2 need subgroups). Revision 2 added the
-// last two, with revision 1's probe as slot_loads=0, match_places=0; revision 3 only moved
-// table_slots' declaration into the binding table's; revision 4 added slot_loads=2 and the
-// table's read-only binding.
+// table_factor, probing, slot_loads, match_places (1 and 2 need subgroups), probe_window. Revision
+// 2 added slot_loads and match_places, with revision 1's probe as slot_loads=0, match_places=0;
+// revision 3 only moved table_slots' declaration into the binding table's; revision 4 added
+// slot_loads=2 and the table's read-only binding; revision 5 added probe_window (the probe reads
+// the aligned run of W slots that holds the slot it needs, W = 4 a 32-byte sector, so that a
+// search past its home slot mostly costs no further round trip) and one slot of padding after
+// the extra slot, so that 16-byte loads reach it.
 //
 // Oracle: the join through a CPU hash table, probed on every core; the pairs compared as a multiset
 // (order-free digests on every core; both sides sorted to name a difference), the count exact,
@@ -73,6 +76,15 @@ const KnobSpec kMatchPlaces{
     "atomic per subgroup, 2: subgroup ranks and a global atomic per subgroup",
     {0, 1, 2},
     0};
+// Linear probing at load 1/2 visits 1.5 slots on a hit and 2.5 on a miss on average, and a warp
+// waits for its longest search (29-44 slots at 2^20 build rows): slot by slot, each step is a
+// dependent round trip to L2 or memory.
+const KnobSpec kProbeWindow{
+    "probe_window",
+    "table slots the probe reads at once: the aligned run that holds the slot it needs "
+    "(4: one 32-byte sector; more than 1 needs slot_loads 1 or 2 and linear probing)",
+    {1, 2, 4},
+    1};
 
 const char* const kParamsWgsl = R"(
 struct Params { n: u32, build_n: u32, capacity: u32 }
@@ -218,6 +230,11 @@ fn slot_payload(slot: u32, held: vec2u) -> u32 { return held.y; }
 const char* const kLookupWgsl = R"(
 fn home_slot(key: u32) -> u32 { return select(first_slot(key), params.capacity, key == EMPTY); }
 
+// What a search reads first, and where: its home slot.
+alias Held = vec2u;
+fn search_start(key: u32) -> u32 { return home_slot(key); }
+fn read_first(slot: u32) -> Held { return load_slot(slot); }
+
 fn finish_lookup(key: u32, home: u32, home_held: vec2u) -> vec2u {
   if (key == EMPTY) {
     return vec2u(select(0u, 1u, home_held.x != 0u), slot_payload(home, home_held));
@@ -233,6 +250,66 @@ fn finish_lookup(key: u32, home: u32, home_held: vec2u) -> vec2u {
   return vec2u(0u, 0u);
 }
 )";
+
+// PROBE_WINDOW W > 1 (slot_loads 1 or 2, linear probing): the probe reads the table W slots at a
+// time, the aligned run that holds the slot it needs, through `table_windows`, a vec4 view of the
+// table's binding (5, or the read-only 9 with slot_loads 2; the probe reads no other view of it).
+// Linear probing visits the same slots in the same order as slot by slot (the slots of the
+// first run before the home slot are passed over), so the build pass is unchanged. Every run is
+// in the table: capacity is a multiple of W, and the wrap goes back to run 0. Key 0xffffffff's
+// extra slot (index capacity, even) is the first half of the vec4 after the table's last run
+// (the table has one slot of padding after it).
+// The run's loads and its slots' tests are unrolled (unrolled_loop: each sees its index as a
+// `const`), so that the run stays in registers, with no bounds clamps on its indices.
+const char* const kRunLoadHeadWgsl = R"(
+alias Held = array<vec2u, PROBE_WINDOW>;
+
+fn load_run(slot: u32) -> Held {
+  let first = (slot & ~(PROBE_WINDOW - 1u)) / 2u;
+  var run: Held;
+)";
+
+const char* const kRunLoadPairWgsl = R"(    let two = table_windows[first + i];
+    run[2u * i] = two.xy;
+    run[2u * i + 1u] = two.zw;
+)";
+
+const char* const kRunSearchHeadWgsl = R"(  return run;
+}
+
+fn search_start(key: u32) -> u32 { return first_slot(key); }
+fn read_first(slot: u32) -> Held { return load_run(slot); }
+
+fn finish_lookup(key: u32, home: u32, home_run: Held) -> vec2u {
+  if (key == EMPTY) {
+    let extra = table_windows[params.capacity / 2u].xy;
+    return vec2u(select(0u, 1u, extra.x != 0u), extra.y);
+  }
+  var skipped = home & (PROBE_WINDOW - 1u);
+  var start = home - skipped;
+  var run = home_run;
+  for (var runs = 0u; runs <= params.capacity / PROBE_WINDOW; runs++) {
+)";
+
+const char* const kRunSlotWgsl = R"(    if (i >= skipped) {
+      if (run[i].x == key) { return vec2u(1u, run[i].y); }
+      if (run[i].x == EMPTY) { return vec2u(0u, 0u); }
+    }
+)";
+
+const char* const kRunSearchTailWgsl = R"(    skipped = 0u;
+    start = (start + PROBE_WINDOW) & (params.capacity - 1u);
+    run = load_run(start);
+  }
+  return vec2u(0u, 0u);
+}
+)";
+
+std::string window_lookup_wgsl(std::uint32_t window) {
+  return std::string(kRunLoadHeadWgsl) + unrolled_loop("i", window / 2, kRunLoadPairWgsl) +
+         kRunSearchHeadWgsl + indented(unrolled_loop("i", window, kRunSlotWgsl), 1) +
+         kRunSearchTailWgsl;
+}
 
 // write_pairs places the invocation's matches (found[r].x == 1) and stores their pairs; every
 // invocation of the workgroup calls it, in uniform control flow. MATCH_PLACES 0 (revision 1):
@@ -348,11 +425,11 @@ fn probe(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: v
     }
   }
   var home = array<u32, ROWS>();
-  var held = array<vec2u, ROWS>();
+  var held = array<Held, ROWS>();
   for (var r = 0u; r < ROWS; r++) {
     if (first + r * WG < params.n) {
-      home[r] = home_slot(key[r]);
-      held[r] = load_slot(home[r]);
+      home[r] = search_start(key[r]);
+      held[r] = read_first(home[r]);
     }
   }
   var found = array<vec2u, ROWS>();
@@ -530,20 +607,44 @@ class BuildTable {
 class HashJoinU32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "hash_join_u32"; }
-  std::uint32_t revision() const override { return 4; }
+  std::uint32_t revision() const override { return 5; }
   std::string_view summary() const override {
     return "inner equi-join on unique u32 build keys: (probe payload, build payload) pairs";
   }
 
   std::vector<KnobSpec> knobs() const override {
-    return {kWorkgroupSize, kRowsPerInvocation, kTableFactor, kProbing, kSlotLoads, kMatchPlaces};
+    return {kWorkgroupSize, kRowsPerInvocation, kTableFactor, kProbing, kSlotLoads, kMatchPlaces,
+            kProbeWindow};
+  }
+
+  Status check_resources(const Schedule& schedule, const DeviceCapabilities&) const override {
+    const std::uint32_t window = knob(schedule, kProbeWindow);
+    if (window == 1) return Ok{};
+    if (knob(schedule, kSlotLoads) == 0) {
+      return Error(ErrorKind::kInvalidInput,
+                   "Knob probe_window (" + std::to_string(window) +
+                       ") needs slot_loads 1 or 2: runs of slots are read by 16-byte loads, not by "
+                       "atomic loads of their words.");
+    }
+    if (knob(schedule, kProbing) != 0) {
+      return Error(ErrorKind::kInvalidInput,
+                   "Knob probe_window (" + std::to_string(window) +
+                       ") needs probing 0: triangular probing leaves a run after its first slot.");
+    }
+    return Ok{};
   }
 
   // Binding 9, the table's read-only view, is declared (and bound) in every schedule, so that
   // the bindings do not depend on the schedule; only slot_loads=2 reads it.
   std::vector<WgslBinding> wgsl_bindings(const Schedule& schedule) const override {
+    const std::uint32_t slot_loads = knob(schedule, kSlotLoads);
+    const bool runs = knob(schedule, kProbeWindow) != 1;
     WgslBinding table = storage_read_write(5, "table", "atomic<u32>");
-    if (knob(schedule, kSlotLoads) == 1) table = with_view(table, "table_slots", "vec2u");
+    WgslBinding table_view = storage_read(kTableViewBinding, "table_view", "vec2u");
+    if (slot_loads == 1) {
+      table = with_view(table, runs ? "table_windows" : "table_slots", runs ? "vec4u" : "vec2u");
+    }
+    if (slot_loads == 2 && runs) table_view = with_view(table_view, "table_windows", "vec4u");
     return {params_binding("Params"),
             storage_read(1, "build_keys", "u32"),
             storage_read(2, "build_payloads", "u32"),
@@ -553,7 +654,7 @@ class HashJoinU32 final : public KernelDefinition {
             storage_read_write(6, "pairs_probe", "u32"),
             storage_read_write(7, "pairs_build", "u32"),
             storage_read_write(8, "status", "atomic<u32>"),
-            storage_read(kTableViewBinding, "table_view", "vec2u")};
+            table_view};
   }
 
   std::vector<BufferSpec> buffer_specs() const override {
@@ -567,8 +668,8 @@ class HashJoinU32 final : public KernelDefinition {
         {"status", ElementType::kU32, BufferRole::kOutput,
          "3 elements: pairs, repeated build rows, a repeated key"},
         {"table", ElementType::kU32, BufferRole::kScratch,
-         "2 (capacity + 1) elements, capacity the power of two at least table_factor "
-         "build_n"},
+         "2 (capacity + 2) elements, capacity the power of two at least table_factor "
+         "build_n and probe_window: the slots, key 0xffffffff's slot and one of padding"},
         {"table_stand_in", ElementType::kU32, BufferRole::kScratch,
          "4 elements, bound at the one of the table's bindings (5, 9) that a pass leaves "
          "unread"}};
@@ -593,6 +694,7 @@ class HashJoinU32 final : public KernelDefinition {
 
   std::string generate_wgsl(const Schedule& schedule) const override {
     const std::uint32_t places = knob(schedule, kMatchPlaces);
+    const std::uint32_t window = knob(schedule, kProbeWindow);
     const char* const places_wgsl[] = {kWorkgroupMatchPlacesWgsl, kSubgroupWorkgroupPlacesWgsl,
                                        kSubgroupGlobalPlacesWgsl};
     const char* const slot_loads_wgsl[] = {kAtomicSlotLoadsWgsl, kWholeSlotLoadsWgsl,
@@ -603,15 +705,18 @@ class HashJoinU32 final : public KernelDefinition {
                {{"WG", knob(schedule, kWorkgroupSize), "invocations per workgroup"},
                 {"ROWS", knob(schedule, kRowsPerInvocation), "rows per invocation"},
                 {"TRIANGULAR", knob(schedule, kProbing), "1: triangular probing, 0: linear"},
+                {"PROBE_WINDOW", window, "table slots the probe reads at once"},
                 {"NONE", 0xffffffffu, "no match"}}) +
-           kTableWgsl + kBuildWgsl + slot_loads_wgsl[knob(schedule, kSlotLoads)] + kLookupWgsl +
+           kTableWgsl + kBuildWgsl +
+           (window == 1 ? std::string(slot_loads_wgsl[knob(schedule, kSlotLoads)]) + kLookupWgsl
+                        : window_lookup_wgsl(window)) +
            (places != 0 ? kSubgroupInvocationWgsl : kInvocationWgsl) +
            (places != 0 ? kSubgroupMatchRanksWgsl : "") + places_wgsl[places] + kProbeWgsl;
   }
 
   Status check_problem(const Problem& problem) const override {
     WF_TRY(KernelDefinition::check_problem(problem));
-    // The table's slot indices, 2 capacity + 1 words, stay u32 at either factor.
+    // The table's word indices, below 2 capacity + 4, stay u32 at either factor.
     constexpr std::uint64_t kLargestBuild = std::uint64_t{1} << 28;
     if (problem.build_elements > kLargestBuild) {
       return Error(ErrorKind::kInvalidInput,
@@ -626,8 +731,9 @@ class HashJoinU32 final : public KernelDefinition {
                             const DeviceCapabilities& device) const override {
     const std::uint64_t n = problem.elements;
     const std::uint64_t build_n = problem.build_elements;
-    const std::uint64_t capacity = table_capacity(build_n, knob(schedule, kTableFactor));
-    const std::uint64_t table_bytes = 8 * (capacity + 1);
+    const std::uint64_t capacity = std::max<std::uint64_t>(
+        table_capacity(build_n, knob(schedule, kTableFactor)), knob(schedule, kProbeWindow));
+    const std::uint64_t table_bytes = 8 * (capacity + 2);
     if (table_bytes > device.max_storage_binding_size) {
       return Error(ErrorKind::kInvalidInput, "The hash table of " + std::to_string(build_n) +
                                                  " build rows (" + std::to_string(table_bytes) +

@@ -469,6 +469,17 @@ std::string unrolled_loop(const std::string& index, std::uint32_t count, const s
   return wgsl;
 }
 
+std::string indented(const std::string& wgsl, std::size_t depth) {
+  WgslLines lines(depth);
+  std::size_t begin = 0;
+  while (begin < wgsl.size()) {
+    const std::size_t end = std::min(wgsl.find('\n', begin), wgsl.size());
+    lines.line(wgsl.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return lines.text();
+}
+
 }  // namespace wgsl_forge::kernels::support
 
 namespace wgsl_forge::kernels::support {

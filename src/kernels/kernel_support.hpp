@@ -159,6 +159,8 @@ class WgslLines {
 // per-invocation key arrays this way took its 4 rounds of 2^28 keys on the H200 from 11.87 to
 // 9.92 ms (docs/performance.md, eighth session).
 std::string unrolled_loop(const std::string& index, std::uint32_t count, const std::string& body);
+// `wgsl` with each line indented by `depth` levels of two spaces more.
+std::string indented(const std::string& wgsl, std::size_t depth);
 
 }  // namespace wgsl_forge::kernels::support
 

@@ -19,6 +19,7 @@ struct Params { n: u32, build_n: u32, capacity: u32 }
 const WG: u32 = 256u;  // invocations per workgroup
 const ROWS: u32 = 1u;  // rows per invocation
 const TRIANGULAR: u32 = 0u;  // 1: triangular probing, 0: linear
+const PROBE_WINDOW: u32 = 1u;  // table slots the probe reads at once
 const NONE: u32 = 4294967295u;  // no match
 
 const EMPTY: u32 = 0xffffffffu;
@@ -125,6 +126,11 @@ fn slot_payload(slot: u32, held: vec2u) -> u32 { return held.y; }
 
 fn home_slot(key: u32) -> u32 { return select(first_slot(key), params.capacity, key == EMPTY); }
 
+// What a search reads first, and where: its home slot.
+alias Held = vec2u;
+fn search_start(key: u32) -> u32 { return home_slot(key); }
+fn read_first(slot: u32) -> Held { return load_slot(slot); }
+
 fn finish_lookup(key: u32, home: u32, home_held: vec2u) -> vec2u {
   if (key == EMPTY) {
     return vec2u(select(0u, 1u, home_held.x != 0u), slot_payload(home, home_held));
@@ -180,11 +186,11 @@ fn probe(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: v
     }
   }
   var home = array<u32, ROWS>();
-  var held = array<vec2u, ROWS>();
+  var held = array<Held, ROWS>();
   for (var r = 0u; r < ROWS; r++) {
     if (first + r * WG < params.n) {
-      home[r] = home_slot(key[r]);
-      held[r] = load_slot(home[r]);
+      home[r] = search_start(key[r]);
+      held[r] = read_first(home[r]);
     }
   }
   var found = array<vec2u, ROWS>();
