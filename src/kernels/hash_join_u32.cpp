@@ -613,8 +613,8 @@ class HashJoinU32 final : public KernelDefinition {
   }
 
   std::vector<KnobSpec> knobs() const override {
-    return {kWorkgroupSize, kRowsPerInvocation, kTableFactor, kProbing, kSlotLoads, kMatchPlaces,
-            kProbeWindow};
+    return {kWorkgroupSize, kRowsPerInvocation, kTableFactor, kProbing,
+            kSlotLoads,     kMatchPlaces,       kProbeWindow};
   }
 
   Status check_resources(const Schedule& schedule, const DeviceCapabilities&) const override {

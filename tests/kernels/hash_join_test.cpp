@@ -26,10 +26,12 @@ class HashJoinProbeTest : public testing::SeededTest {
 TEST_F(HashJoinProbeTest, EveryProbeVariantMatchesTheOracle) {
   std::vector<std::string> schedules = {
       "slot_loads=0,match_places=0",  // revision 1's probe
-      "rows_per_invocation=4,workgroup_size=64", "slot_loads=0,rows_per_invocation=2,probing=1",
+      "rows_per_invocation=4,workgroup_size=64",
+      "slot_loads=0,rows_per_invocation=2,probing=1",
       "slot_loads=2,rows_per_invocation=2",  // the table read through its read-only binding
       // Runs of slots read at once (a run of 4 on a table of 2 build rows holds the whole table).
-      "probe_window=4", "slot_loads=2,probe_window=2,rows_per_invocation=2",
+      "probe_window=4",
+      "slot_loads=2,probe_window=2,rows_per_invocation=2",
       "slot_loads=2,probe_window=4,table_factor=4,workgroup_size=64",
   };
   if (capabilities_.subgroups) {
@@ -63,9 +65,9 @@ TEST_F(HashJoinProbeTest, EveryProbeVariantMatchesTheOracle) {
 // Runs of slots are read by 16-byte loads along linear probing's sequence: with atomic word
 // loads or triangular probing the schedule is refused, naming both knobs.
 TEST_F(HashJoinProbeTest, AProbeWindowNeedsWholeSlotLoadsAndLinearProbing) {
-  for (const auto& [overrides, other] :
-       std::vector<std::pair<std::string, std::string>>{{"probe_window=4,slot_loads=0", "slot_loads"},
-                                                        {"probe_window=2,probing=1", "probing"}}) {
+  for (const auto& [overrides, other] : std::vector<std::pair<std::string, std::string>>{
+           {"probe_window=4,slot_loads=0", "slot_loads"},
+           {"probe_window=2,probing=1", "probing"}}) {
     const Schedule schedule = kernels::parse_schedule_overrides(kernel_, overrides).value();
     const Status status = kernel_.check_schedule(schedule, capabilities_);
     ASSERT_FALSE(status.ok()) << overrides;
