@@ -171,6 +171,9 @@ Result<std::vector<EntryBytes>> parse_bundle(std::string_view bytes) {
     return refused("It is not valid JSON (at byte " +
                    std::to_string(std::min<std::size_t>(error.byte, bytes.size())) + " of " +
                    std::to_string(bytes.size()) + ").");
+  } catch (const Json::out_of_range&) {
+    // A number beyond a double's range, such as 1e400 (found by the bundle parser's fuzzer).
+    return refused("It holds a number too large for JSON's doubles.");
   }
   if (!document.is_object()) return refused("It is not a JSON object.");
   WF_TRY(require_fields(

@@ -333,6 +333,7 @@ TEST_F(BundleTest, HostileBundlesAreRefusedWithThePreciseReason) {
                  "It nests arrays and objects 100 levels deep (a bundle nests 3).");
   expect_refused("{\"entries\": [", "It is not valid JSON (at byte 13 of 13).");
   expect_refused("", "It is not valid JSON");
+  expect_refused("{\"entry_count\": 1e400}\n", "It holds a number too large for JSON's doubles.");
   expect_refused("[]\n", "It is not a JSON object.");
 }
 
