@@ -36,15 +36,18 @@
 //
 // With one_sweep (1) the sort is 2 + 32 / digit_bits passes (6 with 8-bit digits, against 20),
 // after Onesweep (Adinets and Merrill, 2022):
-//   sweep_clear       one workgroup zeroes `counts`, which holds each round's tile counter and
-//                     digit totals here;
+//   sweep_clear       one workgroup zeroes `counts`, which holds each round's digit totals
+//                     here;
 //   digit_histograms  reads the keys once and counts every round's digits (workgroup-private
 //                     counters, then one global atomic per non-zero counter); it also zeroes the
 //                     first round's look-back words;
-//   scatter           once per round: each workgroup claims the next tile from the round's
-//                     counter (so its predecessors were all claimed by workgroups that already
-//                     run), takes each digit's first output place from an exclusive scan of the
-//                     round's totals (every workgroup scans them again: DIGITS values), ranks its
+//   scatter           once per round: each workgroup takes the tile of its id (as CUB does; a
+//                     predecessor that has not started is counted by the look-back's fallback,
+//                     below, so no forward progress is assumed), takes each digit's first output
+//                     place from an exclusive scan of the round's totals (every workgroup scans
+//                     them again: DIGITS values; with subgroups, by subgroup scans and one
+//                     barrier once its keys' loads are issued, so that their latency passes
+//                     during the scan), ranks its
 //                     keys as above, publishes its count of each digit (the aggregate), finds
 //                     each digit's count over all earlier tiles by decoupled look-back (one
 //                     invocation per digit), publishes its inclusive prefix, and writes its keys
@@ -234,8 +237,9 @@ class RadixSort final : public KernelDefinition {
   // The 32-bit sorts' WGSL is unchanged by the 64-bit one (which adds bindings and entry points
   // only to its own module). Revision 6 (2 for u64 keys): the counts' scan width is a uniform
   // word (scan_width), so that certification reaches the spine's second step.
-  // Revision 3 for u64 keys: direct_rounds.
-  std::uint32_t revision() const override { return wide_keys_ ? 3 : 6; }
+  // Revision 3 for u64 keys: direct_rounds. Revision 7 (4 for u64 keys): the one-sweep scatter
+  // takes tiles by workgroup id, and with subgroups scans the round's totals after its loads.
+  std::uint32_t revision() const override { return wide_keys_ ? 4 : 7; }
   std::string_view summary() const override {
     if (wide_keys_)
       return "stable ascending sort of u64 keys (low, high u32 words) carrying u32 values";
@@ -394,10 +398,12 @@ class RadixSort final : public KernelDefinition {
   }
 
   // The H200's (driver 580.159.04) budget-24 winner for keys, 21.9 G keys/s with revision 4, and
-  // the fastest timed for pairs (docs/performance.md).
-  // Then one-sweep schedules certified on lavapipe (all cases), not yet timed on the H200: the
-  // same tile, and for keys a wider one (CUB's H200 tile, 384 x 20, fits the H200's 48 KiB but
-  // not lavapipe's 32, so it is left to the tuner's space).
+  // the fastest five-pass schedule timed for pairs (docs/performance.md).
+  // Then one-sweep schedules: for keys the same tile and a wider one (the 2^20 bucket's winners);
+  // for pairs 384 x 12, which takes tiles by id since session 33 and then ran 19.30-19.42 ms
+  // against 21.12-21.24 ms for the five-pass 256 x 16 at 2^28 on an H100 (13.9 against 12.7 G
+  // pairs/s), certified there with seeds 3323 and 3324 (and three times on the H200 in session
+  // 22, when it claimed its tiles). It needs more than lavapipe's 32 KiB of workgroup memory.
   // radix_sort_pairs_u64 starts from direct rounds in one sweep (below), then the pairs'
   // schedules (its two sorts are the pairs' passes; 2.72 G pairs/s in session 27).
   std::vector<std::string> starting_points() const override {
@@ -405,8 +411,8 @@ class RadixSort final : public KernelDefinition {
         "digit_bits=8,keys_per_invocation=16,use_subgroups=1,workgroup_size=256"};
     if (pairs_) {
       points.push_back(
-          "digit_bits=8,keys_per_invocation=8,one_sweep=1,use_subgroups=1,"
-          "workgroup_size=256");
+          "digit_bits=8,keys_per_invocation=12,one_sweep=1,use_subgroups=1,"
+          "workgroup_size=384");
       if (wide_keys_) {
         // Direct rounds, one sweep, 384 x 12 first: 74.99 ms (3.6 G pairs/s) on the H200 against
         // 98.9 ms for two 32-bit sorts (session 28 call 1), certified there with seeds 11 and 12.
@@ -543,12 +549,14 @@ std::uint64_t RadixSort::workgroup_bytes(const Schedule& schedule) const {
   return count + scan + ranking_bytes(schedule, pairs_);
 }
 
-// Each entry point declares its own: the scatter's scan, ranking and look-back state (the
-// fallback's counts, the claimed and the stuck tile and its copy), or digit_histograms' counters of
-// every round.
+// Each entry point declares its own: the scatter's ranking, its scan of the round's totals
+// (workgroup_exclusive_scan without subgroups; with them, the ranking's digit_group_sums) and
+// look-back state (the fallback's counts, the stuck tile and its copy; the u64 keys' route), or
+// digit_histograms' counters of every round.
 std::uint64_t RadixSort::one_sweep_workgroup_bytes(const Schedule& schedule) const {
-  const std::uint64_t scan = 4 * knob(schedule, kWorkgroupSize);
-  const std::uint64_t look_back = 4 * digit_count_of(schedule) + 12;
+  const std::uint64_t scan =
+      knob(schedule, kUseSubgroups) == 1 ? 0 : 4 * std::uint64_t{knob(schedule, kWorkgroupSize)};
+  const std::uint64_t look_back = 4 * digit_count_of(schedule) + 8 + (direct(schedule) ? 4 : 0);
   const std::uint64_t histograms =
       4 * std::uint64_t{sort_rounds(schedule)} * digit_count_of(schedule);
   return std::max(scan + ranking_bytes(schedule, pairs_) + look_back, histograms);
@@ -597,7 +605,7 @@ Result<DispatchPlan> RadixSort::plan(const Schedule& schedule, const Problem& pr
   std::map<std::string, std::uint64_t> sizes = {
       {"keys", bytes}, {"sorted", bytes}, {"scratch", bytes}};
   if (one_sweep(schedule)) {
-    sizes["counts"] = 4 * sort_rounds(schedule) * (1 + digits);
+    sizes["counts"] = 4 * sort_rounds(schedule) * digits;
     sizes["block_sums"] = std::max<std::uint64_t>(4, 4 * 2 * digits * tiles);
   } else {
     const std::uint64_t count_length = digits * tiles;
@@ -661,7 +669,7 @@ Result<DispatchPlan> RadixSort::direct_plan(const Schedule& schedule, std::uint6
   sizes["keys"] = sizes["sorted"] = key_bytes;
   sizes["scratch"] = std::max<std::uint64_t>(16, 8 * (n + ceil_div(n, 2)));
   for (const char* unused : {"low", "high", "positions", "scratch_values"}) sizes[unused] = 4;
-  if (one_sweep(schedule)) sizes["counts"] = 4 * rounds * (2 + digits);
+  if (one_sweep(schedule)) sizes["counts"] = 4 * rounds * (1 + digits);
   DispatchPlan plan;
   plan.buffers = make_buffer_plans(buffer_specs(), sizes);
   // keys_in (a u32 view of the keys) is not read.
@@ -1133,8 +1141,8 @@ fn scatter(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups:
            @builtin(subgroup_size) sg: u32) {
 )";
 
-const char* const kSubgroupWorkgroupTileWgsl = R"(  let tile = linear_workgroup(group, groups);
-  if (tile >= params.tiles) { return; }
+const char* const kTileByIdWgsl = R"(  let tile = linear_workgroup(group, groups);
+  if (tile >= params.tiles) { return; }  // a grid rounded up past the tiles
 )";
 
 const char* const kSubgroupCountersWgsl = R"(  let subgroup = local / sg;
@@ -1260,12 +1268,12 @@ const char* const kSweepParamsWgsl = R"(
 struct Params { n: u32, tiles: u32, shift: u32, round: u32, histogram_groups: u32 }
 )";
 
-// counts[r]: round r's next tile to claim; counts[ROUNDS + r * DIGITS + d]: the keys whose
-// digit of round r is d. Both count up from the zeroes of sweep_clear.
+// counts[r * DIGITS + d]: the keys whose digit of round r is d, counted up from the zeroes of
+// sweep_clear.
 const char* const kSweepClearWgsl = R"(
 @compute @workgroup_size(HIST_WG)
 fn sweep_clear(@builtin(local_invocation_index) local: u32) {
-  for (var w = local; w < ROUNDS + ROUNDS * DIGITS; w += HIST_WG) {
+  for (var w = local; w < ROUNDS * DIGITS; w += HIST_WG) {
     atomicStore(&counts[w], 0u);
   }
 }
@@ -1308,7 +1316,7 @@ fn digit_histograms(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups
   workgroupBarrier();
   for (var w = local; w < ROUNDS * DIGITS; w += HIST_WG) {
     let count = atomicLoad(&round_counts[w]);
-    if (count != 0u) { atomicAdd(&counts[ROUNDS + w], count); }
+    if (count != 0u) { atomicAdd(&counts[w], count); }
   }
 }
 )";
@@ -1327,7 +1335,6 @@ const FLAG_PREFIX: u32 = 0x80000000u;     // the count of the digit in every til
 const FLAG_MASK: u32 = 0xc0000000u;
 const COUNT_MASK: u32 = 0x3fffffffu;
 
-var<workgroup> claimed_tile: u32;
 // 1 + the nearest predecessor some digit gave up waiting for (0: none), and that predecessor's
 // count of each digit, from the input.
 var<workgroup> stuck_tile: atomic<u32>;
@@ -1338,21 +1345,17 @@ fn chain_word(round: u32, tile: u32, d: u32) -> u32 {
   return (round % 2u) * params.tiles * DIGITS + tile * DIGITS + d;
 }
 
-// The next tile of the round, from its counter: every earlier tile was claimed by a workgroup
-// that already runs.
-fn claim_tile(local: u32) -> u32 {
-  if (local == 0u) { claimed_tile = atomicAdd(&counts[params.round], 1u); }
-  return workgroupUniformLoad(&claimed_tile);
+// The round's count of digit `local` (0 past the digits).
+fn round_total(local: u32) -> u32 {
+  let d = min(local, DIGITS - 1u);
+  return select(0u, atomicLoad(&counts[params.round * DIGITS + d]), local < DIGITS);
 }
 
-// Call in uniform control flow, before the ranking: tile_start[d] becomes the round's first
-// output place of digit d (an exclusive scan of the round's totals, whose latency passes during
-// the ranking); the tile's words of the next round are zeroed (that region's last readers ran
-// in the previous round), and so is the look-back's state.
-fn start_tile(tile: u32, local: u32) {
-  let d = min(local, DIGITS - 1u);
-  let total = select(0u, atomicLoad(&counts[ROUNDS + params.round * DIGITS + d]), local < DIGITS);
-  let start = workgroup_exclusive_scan(total, local).x;
+// Call in uniform control flow, before the ranking, with `start` the exclusive scan of the
+// round's totals: tile_start[d] becomes the round's first output place of digit d; the tile's
+// words of the next round are zeroed (that region's last readers ran in the previous round),
+// and so is the look-back's state.
+fn start_tile(tile: u32, local: u32, start: u32) {
   if (local < DIGITS) {
     tile_start[local] = start;
     atomicStore(&stuck_counts[local], 0u);
@@ -1439,11 +1442,26 @@ fn finish_tile(tile: u32, local: u32, total: u32) {
 }
 )";
 
-const char* const kClaimedTileWgsl = R"(  let tile = claim_tile(local);
-  if (tile >= params.tiles) { return; }  // a grid rounded up past the tiles
+const char* const kSweepStartWgsl =
+    R"(  start_tile(tile, local, workgroup_exclusive_scan(round_total(local), local).x);
 )";
 
-const char* const kSweepStartWgsl = R"(  start_tile(tile, local);
+// The subgroup ranking scans the round's totals by subgroups (digit_group_sums is free until the
+// scan over digits), after its keys' loads are issued.
+const char* const kSubgroupSweepStartWgsl = R"(
+fn scan_round_totals(local: u32, lane: u32, sg: u32) -> u32 {
+  let total = round_total(local);
+  let subgroup_total = subgroupAdd(total);
+  var start = subgroupExclusiveAdd(total);
+  if (lane == 0u) { digit_group_sums[local / sg] = subgroup_total; }
+  workgroupBarrier();
+  for (var w = 0u; w < local / sg; w++) { start += digit_group_sums[w]; }
+  return start;
+}
+)";
+
+const char* const kSubgroupSweepStartCallWgsl =
+    R"(  start_tile(tile, local, scan_round_totals(local, lane, sg));
 )";
 
 // The invocation ranking's look-back: digit_prefix[d * WG + WG - 1] is the tile's count of
@@ -1517,17 +1535,17 @@ std::vector<WgslConstant> subgroup_scatter_constants(const Schedule& schedule) {
            "digits per invocation in the scan over digits"}};
 }
 
-// The scatter's tile and each digit's output start come from the counts' scan or, with
-// one_sweep, from the tile counter and the look-back.
+// Each digit's output start comes from the counts' scan or, with one_sweep, from the round's
+// totals and the look-back.
 std::string RadixSort::subgroup_ranked_scatter_wgsl(const Schedule& schedule) const {
   const std::uint32_t kpi = knob(schedule, kKeysPerInvocation);
   const bool sweep = one_sweep(schedule);
   return "\n" + constant_declarations(subgroup_scatter_constants(schedule)) +
-         (pairs_ ? kStagedPairValuesWgsl : "") + kSubgroupRankingWgsl + kSubgroupScatterHeadWgsl +
-         (sweep ? kClaimedTileWgsl : kSubgroupWorkgroupTileWgsl) + kSubgroupCountersWgsl +
-         (sweep ? kSweepStartWgsl : kCountedTileStartWgsl) + kSubgroupLoadsWgsl +
-         unrolled_loop("j", kpi, kLoadSlotWgsl) + kPlacesWgsl +
-         unrolled_loop("j", kpi, kRankSlotWgsl) + kSubgroupScanWgsl +
+         (pairs_ ? kStagedPairValuesWgsl : "") + kSubgroupRankingWgsl +
+         (sweep ? kSubgroupSweepStartWgsl : "") + kSubgroupScatterHeadWgsl + kTileByIdWgsl +
+         kSubgroupCountersWgsl + (sweep ? "" : kCountedTileStartWgsl) + kSubgroupLoadsWgsl +
+         unrolled_loop("j", kpi, kLoadSlotWgsl) + (sweep ? kSubgroupSweepStartCallWgsl : "") +
+         kPlacesWgsl + unrolled_loop("j", kpi, kRankSlotWgsl) + kSubgroupScanWgsl +
          (sweep ? kSubgroupPublishWgsl : "") + kDigitScanWgsl +
          unrolled_loop("j", kpi, kPlaceSlotWgsl) + kBarrierWgsl +
          unrolled_loop("j", kpi, kStageSlotWgsl) + (sweep ? kSubgroupLookBackWgsl : "") +
@@ -1539,7 +1557,7 @@ std::string RadixSort::invocation_ranked_scatter_wgsl(const Schedule& schedule) 
     return std::string(kInvocationScatterHeadWgsl) + kWorkgroupTileWgsl + kInvocationRankingWgsl +
            kCountedStartWgsl + kInvocationScatterTailWgsl;
   }
-  return std::string(kInvocationTileStartWgsl) + kInvocationScatterHeadWgsl + kClaimedTileWgsl +
+  return std::string(kInvocationTileStartWgsl) + kInvocationScatterHeadWgsl + kTileByIdWgsl +
          kSweepStartWgsl + kInvocationRankingWgsl + kInvocationLookBackWgsl +
          kInvocationScatterTailWgsl;
 }
@@ -1688,7 +1706,7 @@ fn digit_histograms(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups
   workgroupBarrier();
   for (var w = local; w < ROUNDS * DIGITS; w += HIST_WG) {
     let count = atomicLoad(&round_counts[w]);
-    if (count != 0u) { atomicAdd(&counts[ROUNDS + w], count); }
+    if (count != 0u) { atomicAdd(&counts[w], count); }
   }
 }
 )";
@@ -1697,7 +1715,7 @@ fn digit_histograms(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups
 // moves nothing (a stable scatter of equal digits is the identity), so it is skipped, as when
 // a column's high words are all 0. The kept rounds alternate between scratch and sorted,
 // starting from the input and ending in sorted; if every round is skipped (all keys equal), the
-// last one is kept, so that sorted is written. counts[ROUNDS + ROUNDS * DIGITS + r] is round
+// last one is kept, so that sorted is written. counts[ROUNDS * DIGITS + r] is round
 // r's route.
 const char* const kPlanRoundsWgsl = R"(
 var<workgroup> round_kept: array<u32, ROUNDS>;
@@ -1707,7 +1725,7 @@ fn plan_rounds(@builtin(local_invocation_index) local: u32) {
   if (local < ROUNDS) {
     var kept = 1u;
     for (var d = 0u; d < DIGITS; d++) {
-      if (atomicLoad(&counts[ROUNDS + local * DIGITS + d]) == params.n) { kept = 0u; }
+      if (atomicLoad(&counts[local * DIGITS + d]) == params.n) { kept = 0u; }
     }
     round_kept[local] = kept;
   }
@@ -1729,7 +1747,7 @@ fn plan_rounds(@builtin(local_invocation_index) local: u32) {
         source = destination;
         done += 1u;
       }
-      atomicStore(&counts[ROUNDS + ROUNDS * DIGITS + r], route);
+      atomicStore(&counts[ROUNDS * DIGITS + r], route);
     }
   }
 }
@@ -1744,20 +1762,19 @@ const char* const kWideCountFromInputWgsl = R"(fn count_from_input(tile: u32, lo
 )";
 
 const char* const kWideSweepTileWgsl =
-    R"(  if (local == 0u) { route_copy = atomicLoad(&counts[ROUNDS + ROUNDS * DIGITS + params.round]); }
+    R"(  let tile = linear_workgroup(group, groups);
+  if (tile >= params.tiles) { return; }  // a grid rounded up past the tiles
+  if (local == 0u) { route_copy = atomicLoad(&counts[ROUNDS * DIGITS + params.round]); }
   let route = workgroupUniformLoad(&route_copy);
   sweep_route = route;
   if (route == 0u) {
     // A skipped round: the keys stay where they are, where plan_rounds routes the next kept
-    // round. The tiles' look-back words of the next round are zeroed all the same (start_tile).
-    let t = linear_workgroup(group, groups);
-    if (t < params.tiles && local < DIGITS && params.round + 1u < ROUNDS) {
-      atomicStore(&block_sums[chain_word(params.round + 1u, t, local)], 0u);
+    // round. The tile's look-back words of the next round are zeroed all the same (start_tile).
+    if (local < DIGITS && params.round + 1u < ROUNDS) {
+      atomicStore(&block_sums[chain_word(params.round + 1u, tile, local)], 0u);
     }
     return;
   }
-  let tile = claim_tile(local);
-  if (tile >= params.tiles) { return; }  // a grid rounded up past the tiles
 )";
 
 const char* const kWideOthersWgsl = R"(  var others = array<u32, KPI>();  // each key's other word
@@ -1804,21 +1821,22 @@ std::string RadixSort::direct_wgsl(const Schedule& schedule) const {
                      binding_declarations(wgsl_bindings(schedule)) + "\n" +
                      constant_declarations(sweep ? sweep_constants(schedule, sort_rounds(schedule))
                                                  : radix_constants(schedule)) +
-                     "\n" + kWorkgroupScanWgsl + kDigitWgsl + kWideRoutesWgsl;
+                     "\n" + kDigitWgsl + kWideRoutesWgsl;
   if (sweep) {
     wgsl += std::string(kSweepRouteWgsl) + kSweepClearWgsl + kWideHistogramsWgsl + kPlanRoundsWgsl +
             kSweepLookBackWgsl + kWideCountFromInputWgsl + kSweepWalkWgsl;
   } else {
     const bool packed_count = knob(schedule, kDigitBits) <= 4;
-    wgsl += std::string(kCountedRouteWgsl) + kCountsScanWgsl + kTileCountsWgsl +
-            kWideLoadCountChunkWgsl + kDigitCountWgsl +
+    wgsl += std::string(kCountedRouteWgsl) + kWorkgroupScanWgsl + kCountsScanWgsl +
+            kTileCountsWgsl + kWideLoadCountChunkWgsl + kDigitCountWgsl +
             (packed_count ? kPackedDigitCountWgsl : kAtomicDigitCountWgsl);
   }
   return wgsl + "\n" + constant_declarations(subgroup_scatter_constants(schedule)) +
-         kStagedPairValuesWgsl + kSubgroupRankingWgsl + kSubgroupScatterHeadWgsl +
-         (sweep ? kWideSweepTileWgsl : kSubgroupWorkgroupTileWgsl) + kSubgroupCountersWgsl +
-         (sweep ? kSweepStartWgsl : kCountedTileStartWgsl) + kSubgroupLoadsWgsl + kWideOthersWgsl +
-         unrolled_loop("j", kpi, kWideLoadSlotWgsl) + kPlacesWgsl +
+         kStagedPairValuesWgsl + kSubgroupRankingWgsl + (sweep ? kSubgroupSweepStartWgsl : "") +
+         kSubgroupScatterHeadWgsl + (sweep ? kWideSweepTileWgsl : kTileByIdWgsl) +
+         kSubgroupCountersWgsl + (sweep ? "" : kCountedTileStartWgsl) + kSubgroupLoadsWgsl +
+         kWideOthersWgsl + unrolled_loop("j", kpi, kWideLoadSlotWgsl) +
+         (sweep ? kSubgroupSweepStartCallWgsl : "") + kPlacesWgsl +
          unrolled_loop("j", kpi, kRankSlotWgsl) + kSubgroupScanWgsl +
          (sweep ? kSubgroupPublishWgsl : "") + kDigitScanWgsl +
          unrolled_loop("j", kpi, kPlaceSlotWgsl) + kBarrierWgsl +
@@ -1833,8 +1851,8 @@ std::string RadixSort::one_sweep_wgsl(const Schedule& schedule) const {
   return std::string(subgroups ? "enable subgroups;\n" : "") + kLinearWorkgroupWgsl +
          kSweepParamsWgsl + binding_declarations(wgsl_bindings(schedule)) + "\n" +
          constant_declarations(sweep_constants(schedule, sort_rounds(schedule))) + "\n" +
-         kWorkgroupScanWgsl + kDigitWgsl + kSweepClearWgsl + kSweepHistogramsWgsl +
-         kSweepLookBackWgsl + kCountFromInputWgsl + kSweepWalkWgsl +
+         (subgroups ? "" : kWorkgroupScanWgsl) + kDigitWgsl + kSweepClearWgsl +
+         kSweepHistogramsWgsl + kSweepLookBackWgsl + kCountFromInputWgsl + kSweepWalkWgsl +
          (pairs_ ? kPairValuesWgsl : kKeyOnlyValuesWgsl) +
          (subgroups ? subgroup_ranked_scatter_wgsl(schedule)
                     : invocation_ranked_scatter_wgsl(schedule)) +
