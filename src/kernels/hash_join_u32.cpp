@@ -681,10 +681,13 @@ class HashJoinU32 final : public KernelDefinition {
 
   // The table read through a read-only binding first: on the H200 (session 28 call 2) the probe
   // pass took 5.16 ms instead of 7.9 at build 2^20 (51.3 G probe keys/s; 19.9 at 2^26), certified
-  // there with seed 2801. Then four rows in flight per invocation with the pairs placed by
-  // subgroup ranks, the table at either load (session 27: no gain over the default).
+  // there with seed 2801. Then the same with runs of two slots read at once in a table of load
+  // 1/4: on an H100 (session 33 call 2) 4.90 ms against 5.27 at build 2^20 and 14.00 against
+  // 15.20 ms at 2^26. Then four rows in flight per invocation with the pairs placed by subgroup
+  // ranks, the table at either load (sessions 27 and 29: no gain over one row).
   std::vector<std::string> starting_points() const override {
     return {"slot_loads=2",
+            "probe_window=2,slot_loads=2,table_factor=4",
             "rows_per_invocation=4,slot_loads=2,match_places=1",
             "rows_per_invocation=4,match_places=1",
             "rows_per_invocation=4,match_places=2",
