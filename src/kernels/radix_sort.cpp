@@ -68,7 +68,7 @@
 // look-back), which is correct because a round's input is not written during its pass.
 //
 // Knobs: workgroup_size, keys_per_invocation, digit_bits (2, 4, or 8 with subgroups),
-// use_subgroups, one_sweep, look_back_window (one sweep: 1 or 4 predecessors' words read per
+// use_subgroups, one_sweep, look_back_window (one sweep: 1, 4 or 16 predecessors' words read per
 // round trip of the look-back, which took 3.9 of the 12.8 ms of 2^28 keys' scatters on an H100
 // in session 33 with 1). Tiles that are not a power of two (workgroup_size 384,
 // keys_per_invocation 12 or 20, as CUB's 384 x 20 on the H200) need one_sweep: digit_count's
@@ -136,7 +136,7 @@ const KnobSpec kOneSweep{
 const KnobSpec kLookBackWindow{
     "look_back_window",
     "one sweep: predecessors whose words each digit's look-back reads per round trip",
-    {1, 4},
+    {1, 4, 16},
     1};
 
 // The one-sweep passes' constants: digit_histograms runs in workgroups of kHistogramWorkgroup

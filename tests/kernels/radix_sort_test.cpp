@@ -67,8 +67,8 @@ TEST_P(RadixSortPathsTest, OneSweepMatchesTheOracleOverManyTiles) {
   SCOPED_TRACE("seed " + std::to_string(seed_) + " (rerun with WGSL_FORGE_TEST_SEED)");
   // Invocation ranking with 2 and 4 digit bits (16 and 8 rounds); subgroup ranking with 4 and 8,
   // with tiles of 64 to 2048 keys (larger tiles certify too, but compiling their unrolled slots
-  // takes lavapipe several seconds each); look-backs reading one predecessor per round trip and
-  // four.
+  // takes lavapipe several seconds each); look-backs reading one predecessor per round trip,
+  // four and sixteen.
   std::vector<std::string> schedules = {
       "one_sweep=1,workgroup_size=64,keys_per_invocation=1,digit_bits=2",
       "one_sweep=1,workgroup_size=128,keys_per_invocation=4,look_back_window=4",
@@ -77,7 +77,7 @@ TEST_P(RadixSortPathsTest, OneSweepMatchesTheOracleOverManyTiles) {
     schedules.push_back("one_sweep=1,use_subgroups=1,workgroup_size=64,keys_per_invocation=2");
     schedules.push_back(
         "one_sweep=1,use_subgroups=1,workgroup_size=256,keys_per_invocation=1,digit_bits=8,"
-        "look_back_window=4");
+        "look_back_window=16");
     schedules.push_back(
         "one_sweep=1,use_subgroups=1,workgroup_size=256,keys_per_invocation=8,digit_bits=8");
   }
