@@ -56,7 +56,7 @@
 // The look-back words (`block_sums` here: each tile's published digit sums) alternate between
 // two regions by round: round r's scatter zeroes region (r + 1) % 2, which round r - 1 used and
 // round r + 1 will use. Rounds alternate buffers as above, so the input is never written.
-// The look-back's fallback (look_back in kSweepWalkHeadWgsl) is cooperative: when some digits
+// The look-back's fallback (look_back in kSweepWalkWgsl) is cooperative: when some digits
 // gave up on a predecessor, the whole workgroup counts the nearest such predecessor's keys, and
 // the digits waiting for it walk on.
 // A look-back word is a 2-bit flag (0: nothing yet, aggregate, inclusive prefix) above a 30-bit
@@ -68,9 +68,7 @@
 // look-back), which is correct because a round's input is not written during its pass.
 //
 // Knobs: workgroup_size, keys_per_invocation, digit_bits (2, 4, or 8 with subgroups),
-// use_subgroups, one_sweep, look_back_window (one sweep: 1, 4 or 16 predecessors' words read per
-// round trip of the look-back, which took 3.9 of the 12.8 ms of 2^28 keys' scatters on an H100
-// in session 33 with 1). Tiles that are not a power of two (workgroup_size 384,
+// use_subgroups, one_sweep. Tiles that are not a power of two (workgroup_size 384,
 // keys_per_invocation 12 or 20, as CUB's 384 x 20 on the H200) need one_sweep: digit_count's
 // chunks of 16 keys divide only power-of-two tiles.
 //
@@ -133,11 +131,6 @@ const KnobSpec kOneSweep{
     "count every round's digits once, then one scatter per round with look-back",
     {0, 1},
     0};
-const KnobSpec kLookBackWindow{
-    "look_back_window",
-    "one sweep: predecessors whose words each digit's look-back reads per round trip",
-    {1, 4, 16},
-    1};
 
 // The one-sweep passes' constants: digit_histograms runs in workgroups of kHistogramWorkgroup
 // invocations, each loading kHistogramChunk keys at once, in at most kHistogramGroups
@@ -255,8 +248,8 @@ class RadixSort final : public KernelDefinition {
   }
 
   std::vector<KnobSpec> knobs() const override {
-    std::vector<KnobSpec> specs = {kWorkgroupSize, kKeysPerInvocation, kDigitBits,
-                                   kUseSubgroups,  kOneSweep,          kLookBackWindow};
+    std::vector<KnobSpec> specs = {kWorkgroupSize, kKeysPerInvocation, kDigitBits, kUseSubgroups,
+                                   kOneSweep};
     if (wide_keys_) specs.push_back(kDirectRounds);
     return specs;
   }
@@ -798,11 +791,6 @@ Status RadixSort::check_resources(const Schedule& schedule,
                      std::to_string(tile) +
                      " keys, which need one_sweep (1): digit_count's chunks divide only "
                      "power-of-two tiles.");
-  }
-  if (!one_sweep(schedule) && knob(schedule, kLookBackWindow) != 1) {
-    return Error(ErrorKind::kInvalidInput,
-                 "Knob look_back_window (" + std::to_string(knob(schedule, kLookBackWindow)) +
-                     ") needs one_sweep (1): only the one-sweep scatter looks back.");
   }
   if (one_sweep(schedule) && knob(schedule, kWorkgroupSize) < digit_count_of(schedule)) {
     return Error(ErrorKind::kInvalidInput,
@@ -1397,12 +1385,10 @@ const char* const kCountFromInputWgsl = R"(fn count_from_input(tile: u32, local:
 }
 )";
 
-const char* const kSweepWalkHeadWgsl = R"(
+const char* const kSweepWalkWgsl = R"(
 // Call in uniform control flow: invocation d < DIGITS returns the count of digit d in every tile
 // before `tile`. It walks back over its predecessors' words, adding aggregates, until a prefix
-// (or tile 0), one word per round trip or (look_back_window) the words of the WINDOW nearest
-// predecessors not yet accounted for at once, taken in order up to the first unpublished one; a
-// predecessor that published nothing after SPINS polls is given up on. Then, as
+// (or tile 0); a predecessor that published nothing after SPINS polls is given up on. Then, as
 // long as some digit gave up, the workgroup counts the nearest such predecessor from the input,
 // and the digits waiting for it take its count and walk on. No invocation waits without bound:
 // each walk step is at most SPINS polls, and each round of the loop accounts for at least one
@@ -1414,10 +1400,7 @@ fn look_back(tile: u32, local: u32) -> u32 {
   loop {
     var spins = 0u;
     while (!done && spins < SPINS) {
-)";
-
-const char* const kWalkStepWgsl =
-    R"(      let word = atomicLoad(&block_sums[chain_word(params.round, next - 1u, local)]);
+      let word = atomicLoad(&block_sums[chain_word(params.round, next - 1u, local)]);
       if ((word & FLAG_MASK) == 0u) {
         spins += 1u;
         continue;
@@ -1426,26 +1409,7 @@ const char* const kWalkStepWgsl =
       next -= 1u;
       spins = 0u;
       done = (word & FLAG_MASK) == FLAG_PREFIX || next == 0u;
-)";
-
-const char* const kWindowWalkStepWgsl =
-    R"(      // words[k]: tile next - 1 - k's word (a prefix past tile 0, which ends the walk there).
-      var words = array<u32, WINDOW>();
-      for (var k = 0u; k < WINDOW; k++) {
-        let word = atomicLoad(&block_sums[chain_word(params.round, select(0u, next - 1u - k, k < next), local)]);
-        words[k] = select(FLAG_PREFIX, word, k < next);
-      }
-      spins += 1u;
-      for (var k = 0u; k < WINDOW && !done; k++) {
-        if ((words[k] & FLAG_MASK) == 0u) { break; }
-        prefix += words[k] & COUNT_MASK;
-        next -= 1u;
-        spins = 0u;
-        done = (words[k] & FLAG_MASK) == FLAG_PREFIX || next == 0u;
-      }
-)";
-
-const char* const kSweepWalkTailWgsl = R"(    }
+    }
     if (!done) { atomicMax(&stuck_tile, next); }
     workgroupBarrier();
     if (local == 0u) { stuck_copy = atomicLoad(&stuck_tile); }
@@ -1546,13 +1510,6 @@ std::vector<WgslConstant> radix_constants(const Schedule& schedule) {
   return constants;
 }
 
-// The look-back's walk, one predecessor's word per round trip or a window of them.
-std::string sweep_walk_wgsl(const Schedule& schedule) {
-  const bool window = knob(schedule, kLookBackWindow) > 1;
-  return std::string(kSweepWalkHeadWgsl) + (window ? kWindowWalkStepWgsl : kWalkStepWgsl) +
-         kSweepWalkTailWgsl;
-}
-
 std::vector<WgslConstant> sweep_constants(const Schedule& schedule, std::uint32_t rounds) {
   std::vector<WgslConstant> constants = tile_constants(schedule);
   constants.insert(
@@ -1562,10 +1519,6 @@ std::vector<WgslConstant> sweep_constants(const Schedule& schedule, std::uint32_
        {"HIST_CHUNK", kHistogramChunk, "keys loaded at once by digit_histograms"},
        {"HIST_BLOCK", kHistogramWorkgroup * kHistogramChunk, "keys of a digit_histograms block"},
        {"SPINS", kSpins, "polls of a predecessor before it is counted from the input"}});
-  if (knob(schedule, kLookBackWindow) > 1) {
-    constants.push_back({"WINDOW", knob(schedule, kLookBackWindow),
-                         "predecessors' words read at once by each digit's look-back"});
-  }
   return constants;
 }
 
@@ -1871,7 +1824,7 @@ std::string RadixSort::direct_wgsl(const Schedule& schedule) const {
                      "\n" + kDigitWgsl + kWideRoutesWgsl;
   if (sweep) {
     wgsl += std::string(kSweepRouteWgsl) + kSweepClearWgsl + kWideHistogramsWgsl + kPlanRoundsWgsl +
-            kSweepLookBackWgsl + kWideCountFromInputWgsl + sweep_walk_wgsl(schedule);
+            kSweepLookBackWgsl + kWideCountFromInputWgsl + kSweepWalkWgsl;
   } else {
     const bool packed_count = knob(schedule, kDigitBits) <= 4;
     wgsl += std::string(kCountedRouteWgsl) + kWorkgroupScanWgsl + kCountsScanWgsl +
@@ -1899,8 +1852,8 @@ std::string RadixSort::one_sweep_wgsl(const Schedule& schedule) const {
          kSweepParamsWgsl + binding_declarations(wgsl_bindings(schedule)) + "\n" +
          constant_declarations(sweep_constants(schedule, sort_rounds(schedule))) + "\n" +
          (subgroups ? "" : kWorkgroupScanWgsl) + kDigitWgsl + kSweepClearWgsl +
-         kSweepHistogramsWgsl + kSweepLookBackWgsl + kCountFromInputWgsl +
-         sweep_walk_wgsl(schedule) + (pairs_ ? kPairValuesWgsl : kKeyOnlyValuesWgsl) +
+         kSweepHistogramsWgsl + kSweepLookBackWgsl + kCountFromInputWgsl + kSweepWalkWgsl +
+         (pairs_ ? kPairValuesWgsl : kKeyOnlyValuesWgsl) +
          (subgroups ? subgroup_ranked_scatter_wgsl(schedule)
                     : invocation_ranked_scatter_wgsl(schedule)) +
          (wide_keys_ ? kWideKeysWgsl : "");

@@ -67,17 +67,15 @@ TEST_P(RadixSortPathsTest, OneSweepMatchesTheOracleOverManyTiles) {
   SCOPED_TRACE("seed " + std::to_string(seed_) + " (rerun with WGSL_FORGE_TEST_SEED)");
   // Invocation ranking with 2 and 4 digit bits (16 and 8 rounds); subgroup ranking with 4 and 8,
   // with tiles of 64 to 2048 keys (larger tiles certify too, but compiling their unrolled slots
-  // takes lavapipe several seconds each); look-backs reading one predecessor per round trip,
-  // four and sixteen.
+  // takes lavapipe several seconds each).
   std::vector<std::string> schedules = {
       "one_sweep=1,workgroup_size=64,keys_per_invocation=1,digit_bits=2",
-      "one_sweep=1,workgroup_size=128,keys_per_invocation=4,look_back_window=4",
+      "one_sweep=1,workgroup_size=128,keys_per_invocation=4",
   };
   if (capabilities_.subgroups) {
     schedules.push_back("one_sweep=1,use_subgroups=1,workgroup_size=64,keys_per_invocation=2");
     schedules.push_back(
-        "one_sweep=1,use_subgroups=1,workgroup_size=256,keys_per_invocation=1,digit_bits=8,"
-        "look_back_window=16");
+        "one_sweep=1,use_subgroups=1,workgroup_size=256,keys_per_invocation=1,digit_bits=8");
     schedules.push_back(
         "one_sweep=1,use_subgroups=1,workgroup_size=256,keys_per_invocation=8,digit_bits=8");
   }
@@ -161,12 +159,6 @@ TEST_P(RadixSortPathsTest, OneSweepDispatchesOneScatterPerRound) {
   EXPECT_EQ(kernel_.plan(schedule, problem, capabilities_).error().message(),
             "Knob one_sweep (1) sorts at most 2^30 - 1 keys, whose counts fit its 30-bit "
             "look-back words; the problem has 1073741824.");
-  // Five passes do not look back, so a look-back window there is refused, not ignored.
-  const Schedule five_passes =
-      kernels::parse_schedule_overrides(kernel_, "look_back_window=4").value();
-  EXPECT_EQ(kernel_.check_schedule(five_passes, capabilities_).error().message(),
-            "Knob look_back_window (4) needs one_sweep (1): only the one-sweep scatter looks "
-            "back.");
 }
 
 // radix_sort_pairs_u64's direct rounds: 64 / digit_bits rounds over the u64 keys, each moving
