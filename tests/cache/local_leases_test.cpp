@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <optional>
+#include <system_error>
 #include <thread>
 
 #include "support/seeded_test.hpp"
@@ -38,7 +39,7 @@ class LocalLeasesTest : public testing::SeededTest {
 
   // A child process that claims `key` for `duration` with `token` (none: its own
   // RemoteStore::unique_token), writes to claimed_mark() whether it got it, and waits to be killed.
-  // Returns once the mark is written (or after 30 s).
+  // Returns once the mark is there, text and all (or after 30 s).
   pid_t fork_holder(const std::string& key, const std::optional<std::string>& token,
                     std::chrono::milliseconds duration) {
     const pid_t holder = ::fork();
@@ -47,7 +48,12 @@ class LocalLeasesTest : public testing::SeededTest {
       Result<ClaimOutcome> outcome =
           leases.claim(key, token.value_or(RemoteStore::unique_token()), duration);
       const bool claimed = outcome.ok() && *outcome == ClaimOutcome::kClaimed;
-      write_text(claimed_mark(), claimed ? "yes" : "no");
+      // Written aside and renamed, so that the parent, which kills this process as soon as the
+      // mark exists, never reads it before its text is there.
+      const fs::path partial = temp_.path() / "claimed.partial";
+      write_text(partial, claimed ? "yes" : "no");
+      std::error_code renamed;
+      fs::rename(partial, claimed_mark(), renamed);
       ::pause();
       ::_exit(0);
     }
