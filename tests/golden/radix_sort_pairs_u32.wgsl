@@ -19,6 +19,7 @@ const SCAN_ITEMS: u32 = 4u;  // counts per invocation of the counts' scan
 const COUNT_WG: u32 = 64u;  // invocations of digit_count
 const COUNT_KEYS: u32 = 8u;  // keys per invocation of digit_count
 const COUNT_CHUNK: u32 = 8u;  // keys loaded before they are counted
+const COUNT_GROUP: u32 = 4u;  // tiles per workgroup of digit_count
 
 var<workgroup> scan_scratch: array<u32, WG>;
 fn workgroup_exclusive_scan(value: u32, local: u32) -> vec2u {
@@ -104,8 +105,6 @@ fn counts_apply(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) gr
   }
 }
 
-var<workgroup> tile_counts: array<atomic<u32>, DIGITS>;
-
 // COUNT_CHUNK keys, COUNT_WG apart from `first` (clamped loads: no branch).
 fn load_count_chunk(first: u32) -> array<u32, COUNT_CHUNK> {
   let last = max(params.n, 1u) - 1u;
@@ -116,35 +115,35 @@ fn load_count_chunk(first: u32) -> array<u32, COUNT_CHUNK> {
   return keys;
 }
 
-fn clear_tile_counts(local: u32) {
-  for (var d = local; d < DIGITS; d += COUNT_WG) { atomicStore(&tile_counts[d], 0u); }
-}
-
-// Call in uniform control flow: it waits for the whole workgroup's counts.
-fn store_tile_counts(tile: u32, local: u32) {
-  workgroupBarrier();
-  if (tile >= params.tiles) { return; }
-  for (var d = local; d < DIGITS; d += COUNT_WG) {
-    counts[d * params.tiles + tile] = atomicLoad(&tile_counts[d]);
-  }
-}
+var<workgroup> group_counts: array<atomic<u32>, DIGITS * COUNT_GROUP>;
 
 @compute @workgroup_size(COUNT_WG)
 fn digit_count(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
                @builtin(local_invocation_index) local: u32) {
-  let tile = linear_workgroup(group, groups);
-  clear_tile_counts(local);
-  let first = tile * (WG * KPI) + local;
+  let first_tile = linear_workgroup(group, groups) * COUNT_GROUP;
+  let tiles = min(COUNT_GROUP, params.tiles - min(first_tile, params.tiles));
+  for (var w = local; w < DIGITS * COUNT_GROUP; w += COUNT_WG) {
+    atomicStore(&group_counts[w], 0u);
+  }
   workgroupBarrier();
-  for (var chunk = 0u; chunk < COUNT_KEYS; chunk += COUNT_CHUNK) {
-    let keys = load_count_chunk(first + chunk * COUNT_WG);
-    for (var item = 0u; item < COUNT_CHUNK; item++) {
-      if (first + (chunk + item) * COUNT_WG < params.n) {
-        atomicAdd(&tile_counts[digit(keys[item])], 1u);
+  for (var t = 0u; t < tiles; t++) {
+    let first = (first_tile + t) * (WG * KPI) + local;
+    for (var chunk = 0u; chunk < COUNT_KEYS; chunk += COUNT_CHUNK) {
+      let keys = load_count_chunk(first + chunk * COUNT_WG);
+      for (var item = 0u; item < COUNT_CHUNK; item++) {
+        if (first + (chunk + item) * COUNT_WG < params.n) {
+          atomicAdd(&group_counts[digit(keys[item]) * COUNT_GROUP + t], 1u);
+        }
       }
     }
   }
-  store_tile_counts(tile, local);
+  workgroupBarrier();
+  for (var w = local; w < DIGITS * COUNT_GROUP; w += COUNT_WG) {
+    let t = w % COUNT_GROUP;
+    if (t < tiles) {
+      counts[(w / COUNT_GROUP) * params.tiles + first_tile + t] = atomicLoad(&group_counts[w]);
+    }
+  }
 }
 
 fn load_value(i: u32) -> u32 { return values_in[i]; }

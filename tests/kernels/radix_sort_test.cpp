@@ -161,6 +161,33 @@ TEST_P(RadixSortPathsTest, OneSweepDispatchesOneScatterPerRound) {
             "look-back words; the problem has 1073741824.");
 }
 
+// The atomic digit_count takes 4 tiles per workgroup; the packed count (subgroups, up to 4 digit
+// bits) one: 1000 tiles of 256 keys take 250 workgroups, 1001 take 251 (the last counts one).
+TEST_P(RadixSortPathsTest, DigitCountTakesFourTilesPerWorkgroupWhenCountingByAtomics) {
+  const std::vector<std::pair<std::string, std::uint64_t>> cases = {
+      // knobs, tiles per group
+      {"use_subgroups=1,workgroup_size=64,keys_per_invocation=4,digit_bits=8", 4},
+      {"use_subgroups=0,workgroup_size=64,keys_per_invocation=4,digit_bits=4", 4},
+      {"use_subgroups=1,workgroup_size=64,keys_per_invocation=4,digit_bits=4", 1}};
+  for (const auto& [knobs, group] : cases) {
+    SCOPED_TRACE(knobs);
+    const Schedule schedule = kernels::parse_schedule_overrides(kernel_, knobs).value();
+    for (const std::uint64_t tiles : {std::uint64_t{1000}, std::uint64_t{1001}}) {
+      kernels::Problem problem;
+      problem.elements = tiles * 256 - 7;
+      auto plan = kernel_.plan(schedule, problem, capabilities_);
+      ASSERT_TRUE(plan.ok()) << plan.error().to_string();
+      std::size_t counted = 0;
+      for (const kernels::PassPlan& pass : plan->passes) {
+        if (pass.entry_point != "digit_count") continue;
+        ++counted;
+        EXPECT_EQ(pass.workgroups, (tiles + group - 1) / group);
+      }
+      EXPECT_GT(counted, 0u);
+    }
+  }
+}
+
 // radix_sort_pairs_u64's direct rounds: 64 / digit_bits rounds over the u64 keys, each moving
 // both words and the value, in five passes per round or in one sweep (8 rounds of 8 bits). The
 // certification cases' profiles skip different rounds in one sweep: none (uniform), all but the
