@@ -240,7 +240,8 @@ class RadixSort final : public KernelDefinition {
   // word (scan_width), so that certification reaches the spine's second step.
   // Revision 3 for u64 keys: direct_rounds. Revision 7 (4 for u64 keys): the one-sweep scatter
   // takes tiles by workgroup id, and with subgroups scans the round's totals after its loads.
-  // Revision 8 (5 for u64 keys): the atomic digit_count takes 4 tiles per workgroup.
+  // Revision 8 (5 for u64 keys): the atomic digit_count takes 4 tiles per workgroup (one in the
+  // u64 keys' direct rounds).
   std::uint32_t revision() const override { return wide_keys_ ? 5 : 8; }
   std::string_view summary() const override {
     if (wide_keys_)
@@ -500,11 +501,12 @@ bool packed_count(const Schedule& schedule) {
 // Tiles per digit_count workgroup: the atomic count takes kCountGroup consecutive tiles, so that
 // each digit's counts of those tiles (digit-major, `tiles` words apart per digit) leave as one
 // run of consecutive words instead of one scattered word per tile and digit. Measured on an H100
-// (session 36, keys 256 x 16, 2^28): digit_count's 4 rounds 2.16 -> 1.78 ms with 4 tiles; 8
-// tiles gained nothing (2.15 ms).
+// (session 36, 2^28, 256 x 16, 4 rounds): keys' digit_count 2.11 -> 1.72 ms (whole sort 12.77 ->
+// 12.37 ms), pairs' 2.13 -> 1.72 ms; 8 tiles gained nothing (2.10 ms). The direct rounds of u64
+// keys, which read both key words, lost (8 rounds 6.89 -> 10.65 ms), so they count one tile each.
 constexpr std::uint32_t kCountGroup = 4;
-std::uint32_t count_group(const Schedule& schedule) {
-  return packed_count(schedule) ? 1 : kCountGroup;
+std::uint32_t count_group(const Schedule& schedule, bool direct_rounds) {
+  return packed_count(schedule) || direct_rounds ? 1 : kCountGroup;
 }
 std::uint64_t tile_keys(const Schedule& schedule) {
   return std::uint64_t{knob(schedule, kWorkgroupSize)} * knob(schedule, kKeysPerInvocation);
@@ -564,7 +566,7 @@ std::uint64_t RadixSort::workgroup_bytes(const Schedule& schedule) const {
   if (one_sweep(schedule)) return one_sweep_workgroup_bytes(schedule);
   const std::uint64_t scan = 4 * knob(schedule, kWorkgroupSize);  // workgroup_exclusive_scan
   const std::uint64_t count =  // digit_count's tile_counts or group_counts
-      4 * std::uint64_t{digit_count_of(schedule)} * count_group(schedule);
+      4 * std::uint64_t{digit_count_of(schedule)} * count_group(schedule, direct(schedule));
   return count + scan + ranking_bytes(schedule, pairs_);
 }
 
@@ -723,7 +725,7 @@ Result<DispatchPlan> RadixSort::direct_plan(const Schedule& schedule, std::uint6
     const std::uint32_t source = round == 0 ? kFromInput : (round % 2 == 1 ? kScratch : kSorted);
     const std::vector<std::uint32_t> words =
         params(round, route(source, round % 2 == 0 ? kScratch : kSorted));
-    plan.passes.push_back({"digit_count", ceil_div(tiles, count_group(schedule)), buffers, words});
+    plan.passes.push_back({"digit_count", tiles, buffers, words});  // count_group 1
     plan.passes.push_back({"counts_reduce", count_blocks, buffers, words});
     plan.passes.push_back({"counts_spine", 1, buffers, words});
     plan.passes.push_back({"counts_apply", count_blocks, buffers, words});
@@ -748,7 +750,8 @@ void RadixSort::append_counted_rounds(const Schedule& schedule, std::uint64_t n,
                                                static_cast<std::uint32_t>(count_length),
                                                static_cast<std::uint32_t>(count_blocks),
                                                static_cast<std::uint32_t>(scan_width)};
-    passes.push_back({"digit_count", ceil_div(tiles, count_group(schedule)), buffers, params});
+    passes.push_back(
+        {"digit_count", ceil_div(tiles, count_group(schedule, false)), buffers, params});
     passes.push_back({"counts_reduce", count_blocks, buffers, params});
     passes.push_back({"counts_spine", 1, buffers, params});
     passes.push_back({"counts_apply", count_blocks, buffers, params});
@@ -1532,7 +1535,7 @@ std::vector<WgslConstant> tile_constants(const Schedule& schedule) {
           {"DIGITS", digit_count_of(schedule), ""}};
 }
 
-std::vector<WgslConstant> radix_constants(const Schedule& schedule) {
+std::vector<WgslConstant> radix_constants(const Schedule& schedule, bool direct_rounds) {
   const std::uint32_t count_keys =
       static_cast<std::uint32_t>(tile_keys(schedule)) / kCountWorkgroup;
   std::vector<WgslConstant> constants = tile_constants(schedule);
@@ -1542,7 +1545,8 @@ std::vector<WgslConstant> radix_constants(const Schedule& schedule) {
        {"COUNT_WG", kCountWorkgroup, "invocations of digit_count"},
        {"COUNT_KEYS", count_keys, "keys per invocation of digit_count"},
        {"COUNT_CHUNK", std::min(count_keys, 16u), "keys loaded before they are counted"},
-       {"COUNT_GROUP", count_group(schedule), "tiles per workgroup of digit_count"}});
+       {"COUNT_GROUP", count_group(schedule, direct_rounds),
+        "tiles per workgroup of digit_count"}});
   return constants;
 }
 
@@ -1863,7 +1867,7 @@ std::string RadixSort::direct_wgsl(const Schedule& schedule) const {
   std::string wgsl = std::string("enable subgroups;\n") + kLinearWorkgroupWgsl + kWideParamsWgsl +
                      binding_declarations(wgsl_bindings(schedule)) + "\n" +
                      constant_declarations(sweep ? sweep_constants(schedule, sort_rounds(schedule))
-                                                 : radix_constants(schedule)) +
+                                                 : radix_constants(schedule, true)) +
                      "\n" + kDigitWgsl + kWideRoutesWgsl;
   if (sweep) {
     wgsl += std::string(kSweepRouteWgsl) + kSweepClearWgsl + kWideHistogramsWgsl + kPlanRoundsWgsl +
@@ -1907,8 +1911,8 @@ std::string RadixSort::generate_wgsl(const Schedule& schedule) const {
   const std::string values = pairs_ ? kPairValuesWgsl : kKeyOnlyValuesWgsl;
   return std::string(subgroups ? "enable subgroups;\n" : "") + kLinearWorkgroupWgsl + kParamsWgsl +
          binding_declarations(wgsl_bindings(schedule)) + "\n" +
-         constant_declarations(radix_constants(schedule)) + "\n" + kWorkgroupScanWgsl + kDigitWgsl +
-         kCountsScanWgsl + kLoadCountChunkWgsl + digit_count_wgsl(schedule) + values +
+         constant_declarations(radix_constants(schedule, false)) + "\n" + kWorkgroupScanWgsl +
+         kDigitWgsl + kCountsScanWgsl + kLoadCountChunkWgsl + digit_count_wgsl(schedule) + values +
          (subgroups ? subgroup_ranked_scatter_wgsl(schedule)
                     : invocation_ranked_scatter_wgsl(schedule)) +
          (wide_keys_ ? kWideKeysWgsl : "");

@@ -162,13 +162,19 @@ TEST_P(RadixSortPathsTest, OneSweepDispatchesOneScatterPerRound) {
 }
 
 // The atomic digit_count takes 4 tiles per workgroup; the packed count (subgroups, up to 4 digit
-// bits) one: 1000 tiles of 256 keys take 250 workgroups, 1001 take 251 (the last counts one).
+// bits) and the u64 keys' direct rounds one: 1000 tiles of 256 keys take 250 workgroups, 1001
+// take 251 (the last counts one).
 TEST_P(RadixSortPathsTest, DigitCountTakesFourTilesPerWorkgroupWhenCountingByAtomics) {
-  const std::vector<std::pair<std::string, std::uint64_t>> cases = {
+  std::vector<std::pair<std::string, std::uint64_t>> cases = {
       // knobs, tiles per group
       {"use_subgroups=1,workgroup_size=64,keys_per_invocation=4,digit_bits=8", 4},
       {"use_subgroups=0,workgroup_size=64,keys_per_invocation=4,digit_bits=4", 4},
       {"use_subgroups=1,workgroup_size=64,keys_per_invocation=4,digit_bits=4", 1}};
+  if (kernel_.id() == "radix_sort_pairs_u64") {
+    cases.push_back(
+        {"direct_rounds=1,use_subgroups=1,workgroup_size=64,keys_per_invocation=4,digit_bits=8",
+         1});
+  }
   for (const auto& [knobs, group] : cases) {
     SCOPED_TRACE(knobs);
     const Schedule schedule = kernels::parse_schedule_overrides(kernel_, knobs).value();
