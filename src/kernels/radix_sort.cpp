@@ -28,10 +28,11 @@
 //      from it. A scan over the subgroups, then over the digits, gives each key its place in the
 //      tile sorted by digit; the tile is staged in that order in workgroup memory and written
 //      out in order, so that consecutive invocations write consecutive addresses of each
-//      digit's run. This needs subgroups of at least 8 invocations (room for workgroup_size / 8
-//      subgroups' counters) and numbered in order of local_invocation_index, as Vulkan drivers
-//      do; certification checks the result. The loops over an invocation's key slots are
-//      unrolled (unrolled_loop), so that Dawn's bounds clamps are not needed on their indices.
+//      digit's run; a pairs sort then stages its values in the same words, in the same order. This
+//      needs subgroups of at least 8 invocations (room for workgroup_size / 8 subgroups' counters)
+//      and numbered in order of local_invocation_index, as Vulkan drivers do; certification checks
+//      the result. The loops over an invocation's key slots are unrolled (unrolled_loop), so that
+//      Dawn's bounds clamps are not needed on their indices.
 // Past the end of the input, the last tile's keys read as 0xffffffff: they rank after every real
 // key of the last digit, and are not written.
 //
@@ -242,7 +243,9 @@ class RadixSort final : public KernelDefinition {
   // takes tiles by workgroup id, and with subgroups scans the round's totals after its loads.
   // Revision 8 (5 for u64 keys): the atomic digit_count takes 4 tiles per workgroup (one in the
   // u64 keys' direct rounds).
-  std::uint32_t revision() const override { return wide_keys_ ? 5 : 8; }
+  // Revision 9 (6 for u64 keys): the pairs' subgroup scatter stages its values in `ranked` once
+  // the keys have left it, without a workgroup array of their own.
+  std::uint32_t revision() const override { return wide_keys_ ? 6 : 9; }
   std::string_view summary() const override {
     if (wide_keys_)
       return "stable ascending sort of u64 keys (low, high u32 words) carrying u32 values";
@@ -401,12 +404,12 @@ class RadixSort final : public KernelDefinition {
   }
 
   // The H200's (driver 580.159.04) budget-24 winner for keys, 21.9 G keys/s with revision 4, and
-  // the fastest five-pass schedule timed for pairs (docs/performance.md).
+  // the fastest schedule timed for pairs since revision 9 (14.50 ms at 2^28 on an H100, session
+  // 36, against 18.88 ms for one sweep of 384 x 12; docs/performance.md).
   // Then one-sweep schedules: for keys the same tile and a wider one (the 2^20 bucket's winners);
-  // for pairs 384 x 12, which takes tiles by id since session 33 and then ran 19.30-19.42 ms
-  // against 21.12-21.24 ms for the five-pass 256 x 16 at 2^28 on an H100 (13.9 against 12.7 G
-  // pairs/s), certified there with seeds 3323 and 3324 (and three times on the H200 in session
-  // 22, when it claimed its tiles). It needs more than lavapipe's 32 KiB of workgroup memory.
+  // for pairs 384 x 12, which takes tiles by id since session 33, certified on an H100 with seeds
+  // 3323, 3324, 3672 and 3673 (and three times on the H200 in session 22, when it claimed its
+  // tiles).
   // radix_sort_pairs_u64 starts from direct rounds in one sweep (below), then the pairs'
   // schedules (its two sorts are the pairs' passes; 2.72 G pairs/s in session 27).
   std::vector<std::string> starting_points() const override {
@@ -552,14 +555,17 @@ std::vector<CaseSpec> RadixSort::schedule_cases(const Schedule& schedule,
 // The scatter's ranking: per invocation, the digits' prefixes over the invocations plus each
 // digit's output start; with subgroups, the counters or the staged tile, each digit's base and
 // start, the subgroups' sums and the staged values.
-std::uint64_t ranking_bytes(const Schedule& schedule, bool pairs) {
+// `ranked_values`: the u64 keys' direct rounds stage their other words apart (kRankedValuesWgsl);
+// the pairs' values share `ranked` with the keys.
+std::uint64_t ranking_bytes(const Schedule& schedule, bool ranked_values) {
   const std::uint64_t wg = knob(schedule, kWorkgroupSize);
   const std::uint64_t digits = digit_count_of(schedule);
   if (knob(schedule, kUseSubgroups) == 0) return 4 * digits * (wg + 1);
   const std::uint64_t tile = tile_keys(schedule);
   const std::uint64_t counters = subgroup_counter_words(schedule);
   const std::uint64_t digit_group_sums = 4 * (wg / kMinSubgroup);
-  return 4 * std::max(counters, tile) + 8 * digits + digit_group_sums + (pairs ? 4 * tile : 0);
+  return 4 * std::max(counters, tile) + 8 * digits + digit_group_sums +
+         (ranked_values ? 4 * tile : 0);
 }
 
 std::uint64_t RadixSort::workgroup_bytes(const Schedule& schedule) const {
@@ -567,7 +573,7 @@ std::uint64_t RadixSort::workgroup_bytes(const Schedule& schedule) const {
   const std::uint64_t scan = 4 * knob(schedule, kWorkgroupSize);  // workgroup_exclusive_scan
   const std::uint64_t count =  // digit_count's tile_counts or group_counts
       4 * std::uint64_t{digit_count_of(schedule)} * count_group(schedule, direct(schedule));
-  return count + scan + ranking_bytes(schedule, pairs_);
+  return count + scan + ranking_bytes(schedule, direct(schedule));
 }
 
 // Each entry point declares its own: the scatter's ranking, its scan of the round's totals
@@ -580,7 +586,7 @@ std::uint64_t RadixSort::one_sweep_workgroup_bytes(const Schedule& schedule) con
   const std::uint64_t look_back = 4 * digit_count_of(schedule) + 8 + (direct(schedule) ? 4 : 0);
   const std::uint64_t histograms =
       4 * std::uint64_t{sort_rounds(schedule)} * digit_count_of(schedule);
-  return std::max(scan + ranking_bytes(schedule, pairs_) + look_back, histograms);
+  return std::max(scan + ranking_bytes(schedule, direct(schedule)) + look_back, histograms);
 }
 
 std::map<std::uint32_t, std::string> RadixSort::round_buffers(std::uint32_t round,
@@ -1036,13 +1042,10 @@ fn digit_count(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) gro
 )";
 
 // The value hooks of the scatters: load_value(i) reads value i of the input, store_value(p, v)
-// writes v at output place p, stage_value(p, v) and staged_value(p) keep a tile's values in
-// workgroup memory in their ranked order (the subgroup scatter).
+// writes v at output place p.
 const char* const kKeyOnlyValuesWgsl = R"(
 fn load_value(i: u32) -> u32 { return 0u; }
 fn store_value(place: u32, value: u32) {}
-fn stage_value(place: u32, value: u32) {}
-fn staged_value(place: u32) -> u32 { return 0u; }
 )";
 
 const char* const kPairValuesWgsl = R"(
@@ -1050,10 +1053,9 @@ fn load_value(i: u32) -> u32 { return values_in[i]; }
 fn store_value(place: u32, value: u32) { values_out[place] = value; }
 )";
 
-const char* const kStagedPairValuesWgsl = R"(
+// The u64 keys' direct rounds stage the words that do not hold the digit here (kWideStageSlotWgsl).
+const char* const kRankedValuesWgsl = R"(
 var<workgroup> ranked_values: array<u32, WG * KPI>;
-fn stage_value(place: u32, value: u32) { ranked_values[place] = value; }
-fn staged_value(place: u32) -> u32 { return ranked_values[place]; }
 )";
 
 // Invocation `local` owns keys [first, first + KPI) of the tile, in order; digit_prefix[d * WG +
@@ -1284,20 +1286,43 @@ const char* const kBarrierWgsl = R"(  workgroupBarrier();
 )";
 
 const char* const kStageSlotWgsl = R"(    atomicStore(&ranked[places[j]], keys[j]);
-    stage_value(places[j], values[j]);
 )";
 
-const char* const kSubgroupScatterTailWgsl = R"(  for (var d = local; d < DIGITS; d += WG) {
+// digit_base[d] becomes the output place of the tile's first digit-d key minus its staged place.
+const char* const kSubgroupTileOutputWgsl = R"(  for (var d = local; d < DIGITS; d += WG) {
     digit_base[d] = tile_start[d] - digit_base[d];
   }
   workgroupBarrier();
   let valid = min(WG * KPI, params.n - tile * (WG * KPI));
-  for (var p = local; p < valid; p += WG) {
+)";
+
+const char* const kSubgroupKeysOutWgsl = R"(  for (var p = local; p < valid; p += WG) {
     let key = atomicLoad(&ranked[p]);
     keys_out[digit_base[digit(key)] + p] = key;
-    store_value(digit_base[digit(key)] + p, staged_value(p));
   }
 }
+)";
+
+// Pairs: the values are staged in `ranked` too, once the keys have left it, so that a workgroup
+// holds a tile's words once (measured on an H100 in session 36, 2^28 pairs: 14.50 against 20.80
+// ms for five passes of 256 x 16, whose ranked_values took 16 KiB more per workgroup; 18.88
+// against 19.42 ms in one sweep of 384 x 12). Each invocation keeps the output places of its
+// staged keys for its values.
+const char* const kPairKeysOutWgsl =
+    R"(  var targets = array<u32, KPI>();  // the output place of the staged key local + s WG
+)";
+
+const char* const kPairKeyOutSlotWgsl = R"(    let p = local + s * WG;
+    let key = atomicLoad(&ranked[p]);
+    targets[s] = digit_base[digit(key)] + p;
+    if (p < valid) { keys_out[targets[s]] = key; }
+)";
+
+const char* const kValueStageSlotWgsl = R"(    atomicStore(&ranked[places[j]], values[j]);
+)";
+
+const char* const kPairValueOutSlotWgsl = R"(    let p = local + s * WG;
+    if (p < valid) { store_value(targets[s], atomicLoad(&ranked[p])); }
 )";
 
 // --- One sweep (see the file comment) -------------------------------------------------------
@@ -1575,13 +1600,20 @@ std::vector<WgslConstant> subgroup_scatter_constants(const Schedule& schedule) {
            "digits per invocation in the scan over digits"}};
 }
 
+// The pairs' output: keys, then values staged where the keys were.
+std::string pair_output_wgsl(std::uint32_t kpi) {
+  return std::string(kPairKeysOutWgsl) + unrolled_loop("s", kpi, kPairKeyOutSlotWgsl) +
+         "  workgroupBarrier();  // every key has left `ranked`\n" +
+         unrolled_loop("j", kpi, kValueStageSlotWgsl) + kBarrierWgsl +
+         unrolled_loop("s", kpi, kPairValueOutSlotWgsl) + "}\n";
+}
+
 // Each digit's output start comes from the counts' scan or, with one_sweep, from the round's
 // totals and the look-back.
 std::string RadixSort::subgroup_ranked_scatter_wgsl(const Schedule& schedule) const {
   const std::uint32_t kpi = knob(schedule, kKeysPerInvocation);
   const bool sweep = one_sweep(schedule);
-  return "\n" + constant_declarations(subgroup_scatter_constants(schedule)) +
-         (pairs_ ? kStagedPairValuesWgsl : "") + kSubgroupRankingWgsl +
+  return "\n" + constant_declarations(subgroup_scatter_constants(schedule)) + kSubgroupRankingWgsl +
          (sweep ? kSubgroupSweepStartWgsl : "") + kSubgroupScatterHeadWgsl + kTileByIdWgsl +
          kSubgroupCountersWgsl + (sweep ? "" : kCountedTileStartWgsl) + kSubgroupLoadsWgsl +
          unrolled_loop("j", kpi, kLoadSlotWgsl) + (sweep ? kSubgroupSweepStartCallWgsl : "") +
@@ -1589,7 +1621,7 @@ std::string RadixSort::subgroup_ranked_scatter_wgsl(const Schedule& schedule) co
          (sweep ? kSubgroupPublishWgsl : "") + kDigitScanWgsl +
          unrolled_loop("j", kpi, kPlaceSlotWgsl) + kBarrierWgsl +
          unrolled_loop("j", kpi, kStageSlotWgsl) + (sweep ? kSubgroupLookBackWgsl : "") +
-         kSubgroupScatterTailWgsl;
+         kSubgroupTileOutputWgsl + (pairs_ ? pair_output_wgsl(kpi) : kSubgroupKeysOutWgsl);
 }
 
 std::string RadixSort::invocation_ranked_scatter_wgsl(const Schedule& schedule) const {
@@ -1877,7 +1909,7 @@ std::string RadixSort::direct_wgsl(const Schedule& schedule) const {
             kWideLoadCountChunkWgsl + digit_count_wgsl(schedule);
   }
   return wgsl + "\n" + constant_declarations(subgroup_scatter_constants(schedule)) +
-         kStagedPairValuesWgsl + kSubgroupRankingWgsl + (sweep ? kSubgroupSweepStartWgsl : "") +
+         kRankedValuesWgsl + kSubgroupRankingWgsl + (sweep ? kSubgroupSweepStartWgsl : "") +
          kSubgroupScatterHeadWgsl + (sweep ? kWideSweepTileWgsl : kTileByIdWgsl) +
          kSubgroupCountersWgsl + (sweep ? "" : kCountedTileStartWgsl) + kSubgroupLoadsWgsl +
          kWideOthersWgsl + unrolled_loop("j", kpi, kWideLoadSlotWgsl) +

@@ -146,8 +146,6 @@ fn digit_count(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) gro
 
 fn load_value(i: u32) -> u32 { return 0u; }
 fn store_value(place: u32, value: u32) {}
-fn stage_value(place: u32, value: u32) {}
-fn staged_value(place: u32) -> u32 { return 0u; }
 
 var<workgroup> digit_prefix: array<u32, DIGITS * WG>;
 
