@@ -84,8 +84,10 @@
 //   gather_high   high[i] = high word of key positions[i];
 //   (sort)        the high words carrying positions ("high" <-> scratch): stable, so keys equal in
 //                 their high words keep the order of their low words, and equal keys input order;
-//   finish_pairs  sorted[i] = key positions[i] (its high word from `high`), sorted_values[i] =
-//                 values[positions[i]].
+//   finish_keys   sorted[i] = key positions[i] (its high word from `high`);
+//   finish_values sorted_values[i] = values[positions[i]] (a pass of its own: one pass gathering
+//                 from the keys and the values at once took 49.55 ms for 2^28 pairs on an H100 in
+//                 session 36, where gather_high's one gather from the keys took 9.44 ms).
 // The 32-bit sorts' WGSL is untouched by it (their golden files are byte-identical).
 // That design (direct_rounds = 0) moves 12 bytes a pair in each of its 2 * 32 / digit_bits
 // rounds too, and its gathers are random (about 2.5 ms a GiB on the H200).
@@ -244,7 +246,8 @@ class RadixSort final : public KernelDefinition {
   // Revision 8 (5 for u64 keys): the atomic digit_count takes 4 tiles per workgroup (one in the
   // u64 keys' direct rounds).
   // Revision 9 (6 for u64 keys): the pairs' subgroup scatter stages its values in `ranked` once
-  // the keys have left it, without a workgroup array of their own.
+  // the keys have left it, without a workgroup array of their own; the u64 keys' two sorts move
+  // the keys and the values to their places in two passes (finish_keys, finish_values).
   std::uint32_t revision() const override { return wide_keys_ ? 6 : 9; }
   std::string_view summary() const override {
     if (wide_keys_)
@@ -332,7 +335,7 @@ class RadixSort final : public KernelDefinition {
                             : std::vector<std::string>{"digit_count", "counts_reduce",
                                                        "counts_spine", "counts_apply", "scatter"};
     if (wide_keys_ && !direct(schedule)) {
-      names.insert(names.end(), {"split_keys", "gather_high", "finish_pairs"});
+      names.insert(names.end(), {"split_keys", "gather_high", "finish_keys", "finish_values"});
     }
     return names;
   }
@@ -667,7 +670,8 @@ Result<DispatchPlan> RadixSort::plan(const Schedule& schedule, const Problem& pr
   append_sort(schedule, n, scan_width, wide_columns("low"), plan.passes);
   pass("gather_high", {{1, "low"}, {2, "high"}, {5, "positions"}, {6, "scratch_values"}});
   append_sort(schedule, n, scan_width, wide_columns("high"), plan.passes);
-  pass("finish_pairs", {{1, "positions"}, {2, "high"}, {5, "values"}, {6, "sorted_values"}});
+  pass("finish_keys", {{1, "positions"}, {2, "high"}, {5, "values"}, {6, "sorted_values"}});
+  pass("finish_values", {{1, "positions"}, {2, "high"}, {5, "values"}, {6, "sorted_values"}});
   return plan;
 }
 
@@ -1637,9 +1641,9 @@ std::string RadixSort::invocation_ranked_scatter_wgsl(const Schedule& schedule) 
 // --- radix_sort_pairs_u64's own passes (see the file comment) --------------------------------
 // keys64 and sorted64 hold key i as vec2u(low word, high word). Each pass binds the whole table:
 // split_keys writes the low words (keys_out) and the positions (values_out); gather_high reads
-// the positions (values_in) and writes the high words (keys_out); finish_pairs reads the final
-// positions (keys_in) and the sorted high words (keys_out), the values (values_in), and writes
-// the sorted keys and values (sorted64, values_out).
+// the positions (values_in) and writes the high words (keys_out); finish_keys reads the final
+// positions (keys_in) and the sorted high words (keys_out) and writes the sorted keys (sorted64);
+// finish_values moves the values (values_in to values_out) by the same positions.
 const char* const kWideKeysWgsl = R"(
 @compute @workgroup_size(WG)
 fn split_keys(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
@@ -1659,14 +1663,17 @@ fn gather_high(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) gro
 }
 
 @compute @workgroup_size(WG)
-fn finish_pairs(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
-                @builtin(local_invocation_index) local: u32) {
+fn finish_keys(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+               @builtin(local_invocation_index) local: u32) {
   let i = linear_workgroup(group, groups) * WG + local;
-  if (i < params.n) {
-    let position = keys_in[i];
-    sorted64[i] = vec2u(keys64[position].x, keys_out[i]);
-    values_out[i] = values_in[position];
-  }
+  if (i < params.n) { sorted64[i] = vec2u(keys64[keys_in[i]].x, keys_out[i]); }
+}
+
+@compute @workgroup_size(WG)
+fn finish_values(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+                 @builtin(local_invocation_index) local: u32) {
+  let i = linear_workgroup(group, groups) * WG + local;
+  if (i < params.n) { values_out[i] = values_in[keys_in[i]]; }
 }
 )";
 

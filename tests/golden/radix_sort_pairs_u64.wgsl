@@ -213,12 +213,15 @@ fn gather_high(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) gro
 }
 
 @compute @workgroup_size(WG)
-fn finish_pairs(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
-                @builtin(local_invocation_index) local: u32) {
+fn finish_keys(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+               @builtin(local_invocation_index) local: u32) {
   let i = linear_workgroup(group, groups) * WG + local;
-  if (i < params.n) {
-    let position = keys_in[i];
-    sorted64[i] = vec2u(keys64[position].x, keys_out[i]);
-    values_out[i] = values_in[position];
-  }
+  if (i < params.n) { sorted64[i] = vec2u(keys64[keys_in[i]].x, keys_out[i]); }
+}
+
+@compute @workgroup_size(WG)
+fn finish_values(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups: vec3u,
+                 @builtin(local_invocation_index) local: u32) {
+  let i = linear_workgroup(group, groups) * WG + local;
+  if (i < params.n) { values_out[i] = values_in[keys_in[i]]; }
 }

@@ -135,7 +135,8 @@ TEST_P(RadixSortPathsTest, OneSweepDispatchesOneScatterPerRound) {
     expected.insert(expected.end(), sort.begin(), sort.end());
     expected.push_back("gather_high");
     expected.insert(expected.end(), sort.begin(), sort.end());
-    expected.push_back("finish_pairs");
+    expected.push_back("finish_keys");
+    expected.push_back("finish_values");
   }
   EXPECT_EQ(entry_points, expected);
   if (kernel_.id() == "radix_sort_pairs_u64") {
