@@ -413,8 +413,9 @@ class RadixSort final : public KernelDefinition {
   // for pairs 384 x 12, which takes tiles by id since session 33, certified on an H100 with seeds
   // 3323, 3324, 3672 and 3673 (and three times on the H200 in session 22, when it claimed its
   // tiles).
-  // radix_sort_pairs_u64 starts from direct rounds in one sweep (below), then the pairs'
-  // schedules (its two sorts are the pairs' passes; 2.72 G pairs/s in session 27).
+  // radix_sort_pairs_u64 starts from the pairs' five-pass schedule too (its two sorts are the
+  // pairs' passes: 59.55 ms for 2^28 pairs on an H100 in session 36, 4.5 G pairs/s), then direct
+  // rounds in one sweep (below).
   std::vector<std::string> starting_points() const override {
     std::vector<std::string> points = {
         "digit_bits=8,keys_per_invocation=16,use_subgroups=1,workgroup_size=256"};
@@ -423,9 +424,9 @@ class RadixSort final : public KernelDefinition {
           "digit_bits=8,keys_per_invocation=12,one_sweep=1,use_subgroups=1,"
           "workgroup_size=384");
       if (wide_keys_) {
-        // Direct rounds, one sweep, 384 x 12 first: 74.99 ms (3.6 G pairs/s) on the H200 against
-        // 98.9 ms for two 32-bit sorts (session 28 call 1), certified there with seeds 11 and 12.
-        points.insert(points.begin(),
+        // Direct rounds, one sweep, 384 x 12: 74.99 ms (3.6 G pairs/s) on the H200 (session 28
+        // call 1), certified there with seeds 11 and 12; 76.39 ms on an H100 in session 36.
+        points.insert(points.begin() + 1,
                       "digit_bits=8,direct_rounds=1,keys_per_invocation=12,one_sweep=1,"
                       "use_subgroups=1,workgroup_size=384");
         points.push_back(

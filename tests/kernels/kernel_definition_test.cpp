@@ -378,12 +378,20 @@ TEST(KernelCatalogTest, IllegalSchedulesNameTheKnobTheValueAndTheLimit) {
   EXPECT_EQ(sort.check_schedule(schedule, small_subgroups).error().message(),
             "Knob use_subgroups (1) needs subgroups of at least 8 invocations; the adapter's "
             "smallest has 4.");
+  // The pairs stage their values where the keys were; the u64 keys' direct rounds stage their
+  // other words in an array of their own.
   const KernelDefinition& sort_pairs = *kernels::find_kernel("radix_sort_pairs_u32").value();
   schedule =
       kernels::parse_schedule_overrides(
           sort_pairs, "digit_bits=8,use_subgroups=1,workgroup_size=512,keys_per_invocation=16")
           .value();
-  EXPECT_EQ(sort_pairs.check_schedule(schedule, large_adapter()).error().message(),
+  EXPECT_TRUE(sort_pairs.check_schedule(schedule, large_adapter()).ok());
+  const KernelDefinition& sort_u64 = *kernels::find_kernel("radix_sort_pairs_u64").value();
+  schedule = kernels::parse_schedule_overrides(sort_u64,
+                                               "digit_bits=8,direct_rounds=1,use_subgroups=1,"
+                                               "workgroup_size=512,keys_per_invocation=16")
+                 .value();
+  EXPECT_EQ(sort_u64.check_schedule(schedule, large_adapter()).error().message(),
             "Knobs workgroup_size (512), keys_per_invocation (16), digit_bits (8) and "
             "use_subgroups (1) need 70912 bytes of workgroup memory, more than "
             "maxComputeWorkgroupStorageSize (49152).");

@@ -256,15 +256,25 @@ TEST_P(RadixSortPathsTest, SubgroupScatterIndexesItsKeySlotsByConstants) {
   const std::string wgsl = kernel_.generate_wgsl(schedule);
   const std::string scatter = wgsl.substr(wgsl.find("fn scatter("));
   EXPECT_EQ(scatter.find("j < KPI"), std::string::npos) << scatter;
-  for (const char* slot : {"const j = 0u;", "const j = 7u;"}) {
+  // The pairs stage their values in a slot loop of its own, and leave by output slots s.
+  const bool pairs = kernel_.id() != "radix_sort_u32";
+  const auto copies_of = [&](const char* slot) {
     std::size_t copies = 0;
     for (std::size_t at = scatter.find(slot); at != std::string::npos;
          at = scatter.find(slot, at + 1)) {
       ++copies;
     }
-    EXPECT_EQ(copies, 4u) << slot << " (load, rank, place and stage each once)";
+    return copies;
+  };
+  for (const char* slot : {"const j = 0u;", "const j = 7u;"}) {
+    EXPECT_EQ(copies_of(slot), pairs ? 5u : 4u) << slot << " (load, rank, place, stage, values)";
+  }
+  for (const char* slot : {"const s = 0u;", "const s = 7u;"}) {
+    EXPECT_EQ(copies_of(slot), pairs ? 2u : 0u) << slot << " (keys out, values out)";
   }
   EXPECT_EQ(scatter.find("const j = 8u;"), std::string::npos);
+  EXPECT_EQ(scatter.find("const s = 8u;"), std::string::npos);
+  EXPECT_EQ(scatter.find("ranked_values"), std::string::npos);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, RadixSortPathsTest,
