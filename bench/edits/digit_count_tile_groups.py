@@ -6,6 +6,9 @@ GROUP 8), where the generated pass stores each tile's counts one word per digit,
 apart; the other workgroups return at once, so the plan's dispatch is unchanged. The output is the
 same (certify it): the edit times what grouping tiles in the counting pass would gain.
 
+It applies to radix sort revision 7 and earlier: revision 8 builds GROUP 4 into the generator
+(kCountGroup, kGroupedDigitCountWgsl in src/kernels/radix_sort.cpp).
+
 usage: digit_count_tile_groups.py GROUP < generated.wgsl > edited.wgsl
 """
 import sys

@@ -7,6 +7,9 @@ its staged keys (KPI registers) across one more barrier, so that its values leav
 places. Less workgroup memory per workgroup lets more of them reside on a multiprocessor, which
 session 34's ballast edit showed matters a great deal. The output is the same (certify it).
 
+It applies to radix sort revision 8 and earlier: revision 9 builds it into the generator
+(kPairKeyOutSlotWgsl and what follows in src/kernels/radix_sort.cpp).
+
 usage: values_through_ranked.py < generated.wgsl > edited.wgsl
 """
 import re

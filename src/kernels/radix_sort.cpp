@@ -736,7 +736,8 @@ Result<DispatchPlan> RadixSort::direct_plan(const Schedule& schedule, std::uint6
     const std::uint32_t source = round == 0 ? kFromInput : (round % 2 == 1 ? kScratch : kSorted);
     const std::vector<std::uint32_t> words =
         params(round, route(source, round % 2 == 0 ? kScratch : kSorted));
-    plan.passes.push_back({"digit_count", tiles, buffers, words});  // count_group 1
+    plan.passes.push_back(
+        {"digit_count", ceil_div(tiles, count_group(schedule, true)), buffers, words});
     plan.passes.push_back({"counts_reduce", count_blocks, buffers, words});
     plan.passes.push_back({"counts_spine", 1, buffers, words});
     plan.passes.push_back({"counts_apply", count_blocks, buffers, words});
