@@ -94,8 +94,8 @@
 // With direct_rounds (1) the sort is 64 / digit_bits rounds over the u64 keys themselves, the
 // low word's digits first, and no gathers: each round's scatter ranks a tile once, by the
 // digit's word (the pairs' ranking code), and moves the key's two words (one vec2u) and its value
-// to their places by that ranking, staged in the tile's ranked order in two steps (the words,
-// then the values where the other words were; workgroup memory as for u32 pairs). Rounds go
+// to their places by that ranking, staged in the tile's ranked order in three turns of one array
+// (the digit words, the other words, the values; workgroup memory as for u32 pairs). Rounds go
 // between `scratch` (the keys, then the values) and `sorted`. Five passes per round, as above
 // (round 0 reads the input), or one sweep, whose digit_histograms counts all the rounds' digits;
 // then plan_rounds (one workgroup) skips every round whose digit all keys share (one digit counts n
@@ -248,7 +248,9 @@ class RadixSort final : public KernelDefinition {
   // Revision 9 (6 for u64 keys): the pairs' subgroup scatter stages its values in `ranked` once
   // the keys have left it, without a workgroup array of their own; the u64 keys' two sorts move
   // the keys and the values to their places in two passes (finish_keys, finish_values).
-  std::uint32_t revision() const override { return wide_keys_ ? 6 : 9; }
+  // Revision 7 for u64 keys: the direct rounds stage the other words and the values in `ranked`
+  // too, in turn after the digit words, without `ranked_values`.
+  std::uint32_t revision() const override { return wide_keys_ ? 7 : 9; }
   std::string_view summary() const override {
     if (wide_keys_)
       return "stable ascending sort of u64 keys (low, high u32 words) carrying u32 values";
@@ -558,18 +560,16 @@ std::vector<CaseSpec> RadixSort::schedule_cases(const Schedule& schedule,
 
 // The scatter's ranking: per invocation, the digits' prefixes over the invocations plus each
 // digit's output start; with subgroups, the counters or the staged tile, each digit's base and
-// start, the subgroups' sums and the staged values.
-// `ranked_values`: the u64 keys' direct rounds stage their other words apart (kRankedValuesWgsl);
-// the pairs' values share `ranked` with the keys.
-std::uint64_t ranking_bytes(const Schedule& schedule, bool ranked_values) {
+// start and the subgroups' sums (the staged values and the u64 keys' other words take turns with
+// the keys in `ranked`).
+std::uint64_t ranking_bytes(const Schedule& schedule) {
   const std::uint64_t wg = knob(schedule, kWorkgroupSize);
   const std::uint64_t digits = digit_count_of(schedule);
   if (knob(schedule, kUseSubgroups) == 0) return 4 * digits * (wg + 1);
   const std::uint64_t tile = tile_keys(schedule);
   const std::uint64_t counters = subgroup_counter_words(schedule);
   const std::uint64_t digit_group_sums = 4 * (wg / kMinSubgroup);
-  return 4 * std::max(counters, tile) + 8 * digits + digit_group_sums +
-         (ranked_values ? 4 * tile : 0);
+  return 4 * std::max(counters, tile) + 8 * digits + digit_group_sums;
 }
 
 std::uint64_t RadixSort::workgroup_bytes(const Schedule& schedule) const {
@@ -577,7 +577,7 @@ std::uint64_t RadixSort::workgroup_bytes(const Schedule& schedule) const {
   const std::uint64_t scan = 4 * knob(schedule, kWorkgroupSize);  // workgroup_exclusive_scan
   const std::uint64_t count =  // digit_count's tile_counts or group_counts
       4 * std::uint64_t{digit_count_of(schedule)} * count_group(schedule, direct(schedule));
-  return count + scan + ranking_bytes(schedule, direct(schedule));
+  return count + scan + ranking_bytes(schedule);
 }
 
 // Each entry point declares its own: the scatter's ranking, its scan of the round's totals
@@ -590,7 +590,7 @@ std::uint64_t RadixSort::one_sweep_workgroup_bytes(const Schedule& schedule) con
   const std::uint64_t look_back = 4 * digit_count_of(schedule) + 8 + (direct(schedule) ? 4 : 0);
   const std::uint64_t histograms =
       4 * std::uint64_t{sort_rounds(schedule)} * digit_count_of(schedule);
-  return std::max(scan + ranking_bytes(schedule, direct(schedule)) + look_back, histograms);
+  return std::max(scan + ranking_bytes(schedule) + look_back, histograms);
 }
 
 std::map<std::uint32_t, std::string> RadixSort::round_buffers(std::uint32_t round,
@@ -1057,11 +1057,6 @@ fn store_value(place: u32, value: u32) {}
 const char* const kPairValuesWgsl = R"(
 fn load_value(i: u32) -> u32 { return values_in[i]; }
 fn store_value(place: u32, value: u32) { values_out[place] = value; }
-)";
-
-// The u64 keys' direct rounds stage the words that do not hold the digit here (kWideStageSlotWgsl).
-const char* const kRankedValuesWgsl = R"(
-var<workgroup> ranked_values: array<u32, WG * KPI>;
 )";
 
 // Invocation `local` owns keys [first, first + KPI) of the tile, in order; digit_prefix[d * WG +
@@ -1868,31 +1863,31 @@ const char* const kWideLoadSlotWgsl = R"(    let i = run + j * sg + lane;
     values[j] = load_value(min(i, last));
 )";
 
-// The digit words are staged in `ranked` and the other words in `ranked_values`; the keys leave
-// in pairs, then the values are staged where the other words were.
-const char* const kWideStageSlotWgsl = R"(    atomicStore(&ranked[places[j]], keys[j]);
-    ranked_values[places[j]] = others[j];
-)";
-
+// The tile's three columns take turns in `ranked` (kStageSlotWgsl stages the digit words): each
+// invocation reads the digit words of its staged keys and their output places, then the other
+// words take the digit words' places and leave joined with them, then the values take their
+// places and leave, as the 32-bit pairs' values do (kValueStageSlotWgsl, kPairValueOutSlotWgsl).
+// A workgroup holds a tile's words once: measured on an H100 in session 37 against an array of
+// their own for the other words and values (see docs/performance.md).
 const char* const kWideScatterTailWgsl = R"(  for (var d = local; d < DIGITS; d += WG) {
     digit_base[d] = tile_start[d] - digit_base[d];
   }
   workgroupBarrier();
   let valid = min(WG * KPI, params.n - tile * (WG * KPI));
-  var targets = array<u32, KPI>();  // the output place of the tile's place local + j WG
+  var targets = array<u32, KPI>();  // the output place of the staged key local + s WG
+  var words = array<u32, KPI>();    // its digit word
 )";
 
-const char* const kWideWritePairSlotWgsl = R"(    let p = local + j * WG;
-    let word = atomicLoad(&ranked[p]);
-    targets[j] = digit_base[digit(word)] + p;
-    if (p < valid) { store_pair(targets[j], join_words(word, ranked_values[p])); }
+const char* const kWideTargetSlotWgsl = R"(    let p = local + s * WG;
+    words[s] = atomicLoad(&ranked[p]);
+    targets[s] = digit_base[digit(words[s])] + p;
 )";
 
-const char* const kWideStageValueSlotWgsl = R"(    ranked_values[places[j]] = values[j];
+const char* const kWideStageOtherSlotWgsl = R"(    atomicStore(&ranked[places[j]], others[j]);
 )";
 
-const char* const kWideWriteValueSlotWgsl = R"(    let p = local + j * WG;
-    if (p < valid) { store_value(targets[j], ranked_values[p]); }
+const char* const kWidePairOutSlotWgsl = R"(    let p = local + s * WG;
+    if (p < valid) { store_pair(targets[s], join_words(words[s], atomicLoad(&ranked[p]))); }
 )";
 
 std::string digit_count_wgsl(const Schedule& schedule) {
@@ -1918,18 +1913,19 @@ std::string RadixSort::direct_wgsl(const Schedule& schedule) const {
             kWideLoadCountChunkWgsl + digit_count_wgsl(schedule);
   }
   return wgsl + "\n" + constant_declarations(subgroup_scatter_constants(schedule)) +
-         kRankedValuesWgsl + kSubgroupRankingWgsl + (sweep ? kSubgroupSweepStartWgsl : "") +
-         kSubgroupScatterHeadWgsl + (sweep ? kWideSweepTileWgsl : kTileByIdWgsl) +
-         kSubgroupCountersWgsl + (sweep ? "" : kCountedTileStartWgsl) + kSubgroupLoadsWgsl +
-         kWideOthersWgsl + unrolled_loop("j", kpi, kWideLoadSlotWgsl) +
-         (sweep ? kSubgroupSweepStartCallWgsl : "") + kPlacesWgsl +
-         unrolled_loop("j", kpi, kRankSlotWgsl) + kSubgroupScanWgsl +
+         kSubgroupRankingWgsl + (sweep ? kSubgroupSweepStartWgsl : "") + kSubgroupScatterHeadWgsl +
+         (sweep ? kWideSweepTileWgsl : kTileByIdWgsl) + kSubgroupCountersWgsl +
+         (sweep ? "" : kCountedTileStartWgsl) + kSubgroupLoadsWgsl + kWideOthersWgsl +
+         unrolled_loop("j", kpi, kWideLoadSlotWgsl) + (sweep ? kSubgroupSweepStartCallWgsl : "") +
+         kPlacesWgsl + unrolled_loop("j", kpi, kRankSlotWgsl) + kSubgroupScanWgsl +
          (sweep ? kSubgroupPublishWgsl : "") + kDigitScanWgsl +
          unrolled_loop("j", kpi, kPlaceSlotWgsl) + kBarrierWgsl +
-         unrolled_loop("j", kpi, kWideStageSlotWgsl) + (sweep ? kSubgroupLookBackWgsl : "") +
-         kWideScatterTailWgsl + unrolled_loop("j", kpi, kWideWritePairSlotWgsl) + kBarrierWgsl +
-         unrolled_loop("j", kpi, kWideStageValueSlotWgsl) + kBarrierWgsl +
-         unrolled_loop("j", kpi, kWideWriteValueSlotWgsl) + "}\n";
+         unrolled_loop("j", kpi, kStageSlotWgsl) + (sweep ? kSubgroupLookBackWgsl : "") +
+         kWideScatterTailWgsl + unrolled_loop("s", kpi, kWideTargetSlotWgsl) + kBarrierWgsl +
+         unrolled_loop("j", kpi, kWideStageOtherSlotWgsl) + kBarrierWgsl +
+         unrolled_loop("s", kpi, kWidePairOutSlotWgsl) + kBarrierWgsl +
+         unrolled_loop("j", kpi, kValueStageSlotWgsl) + kBarrierWgsl +
+         unrolled_loop("s", kpi, kPairValueOutSlotWgsl) + "}\n";
 }
 
 std::string RadixSort::one_sweep_wgsl(const Schedule& schedule) const {

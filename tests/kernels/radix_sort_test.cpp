@@ -277,6 +277,38 @@ TEST_P(RadixSortPathsTest, SubgroupScatterIndexesItsKeySlotsByConstants) {
   EXPECT_EQ(scatter.find("ranked_values"), std::string::npos);
 }
 
+// The u64 keys' direct rounds stage the digit words, the other words and the values in turn in
+// `ranked`, by constant slots too, without a workgroup array of their own.
+TEST(RadixSortDirectRoundsTest, StageEveryColumnInRankedByConstantSlots) {
+  const KernelDefinition& kernel = *kernels::find_kernel("radix_sort_pairs_u64").value();
+  for (const char* sweep : {"0", "1"}) {
+    const Schedule schedule = kernels::parse_schedule_overrides(
+                                  kernel, std::string("direct_rounds=1,use_subgroups=1,"
+                                                      "workgroup_size=128,keys_per_invocation=8,"
+                                                      "digit_bits=8,one_sweep=") +
+                                              sweep)
+                                  .value();
+    const std::string wgsl = kernel.generate_wgsl(schedule);
+    const std::string scatter = wgsl.substr(wgsl.find("fn scatter("));
+    const auto copies_of = [&](const std::string& text) {
+      std::size_t copies = 0;
+      for (std::size_t at = scatter.find(text); at != std::string::npos;
+           at = scatter.find(text, at + 1)) {
+        ++copies;
+      }
+      return copies;
+    };
+    for (const char* slot : {"const j = 0u;", "const j = 7u;"}) {
+      EXPECT_EQ(copies_of(slot), 6u) << slot << " (load, rank, place, stage, others, values)";
+    }
+    for (const char* slot : {"const s = 0u;", "const s = 7u;"}) {
+      EXPECT_EQ(copies_of(slot), 3u) << slot << " (targets, pairs out, values out)";
+    }
+    EXPECT_EQ(copies_of("atomicStore(&ranked[places[j]], "), 24u) << "three columns, 8 slots";
+    EXPECT_EQ(wgsl.find("ranked_values"), std::string::npos);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Kernels, RadixSortPathsTest,
                          ::testing::Values("radix_sort_u32", "radix_sort_pairs_u32",
                                            "radix_sort_pairs_u64"));
