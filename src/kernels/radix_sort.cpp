@@ -415,25 +415,20 @@ class RadixSort final : public KernelDefinition {
   // for pairs 384 x 12, which takes tiles by id since session 33, certified on an H100 with seeds
   // 3323, 3324, 3672 and 3673 (and three times on the H200 in session 22, when it claimed its
   // tiles).
-  // radix_sort_pairs_u64 starts from the pairs' five-pass schedule too (its two sorts are the
-  // pairs' passes: 59.55 ms for 2^28 pairs on an H100 in session 36, 4.5 G pairs/s), then direct
-  // rounds in one sweep (below).
+  // radix_sort_pairs_u64 starts from direct rounds in one sweep of 256 x 16, the fastest u64
+  // schedule timed on an H100 in session 37 (see docs/performance.md), then the two sorts in the
+  // pairs' schedules (59.50 ms for 2^28 pairs there) and direct rounds in five passes.
   std::vector<std::string> starting_points() const override {
-    std::vector<std::string> points = {
-        "digit_bits=8,keys_per_invocation=16,use_subgroups=1,workgroup_size=256"};
+    const std::string pairs_tile =
+        "digit_bits=8,keys_per_invocation=16,use_subgroups=1,workgroup_size=256";
+    std::vector<std::string> points = {pairs_tile};
     if (pairs_) {
       points.push_back(
           "digit_bits=8,keys_per_invocation=12,one_sweep=1,use_subgroups=1,"
           "workgroup_size=384");
       if (wide_keys_) {
-        // Direct rounds, one sweep, 384 x 12: 74.99 ms (3.6 G pairs/s) on the H200 (session 28
-        // call 1), certified there with seeds 11 and 12; 76.39 ms on an H100 in session 36.
-        points.insert(points.begin() + 1,
-                      "digit_bits=8,direct_rounds=1,keys_per_invocation=12,one_sweep=1,"
-                      "use_subgroups=1,workgroup_size=384");
-        points.push_back(
-            "digit_bits=8,direct_rounds=1,keys_per_invocation=16,use_subgroups=1,"
-            "workgroup_size=256");
+        points.insert(points.begin(), "direct_rounds=1,one_sweep=1," + pairs_tile);
+        points.push_back("direct_rounds=1," + pairs_tile);
       }
     } else {
       points.push_back(
@@ -1202,12 +1197,10 @@ const char* const kSubgroupLoadsWgsl = R"(  let run = tile * (WG * KPI) + subgro
   // branch: ballots follow.
   let last = params.n - 1u;  // a tile exists, so n > 0
   var keys = array<u32, KPI>();
-  var values = array<u32, KPI>();
 )";
 
 const char* const kLoadSlotWgsl = R"(    let i = run + j * sg + lane;
     keys[j] = select(0xffffffffu, keys_in[min(i, last)], i < params.n);
-    values[j] = load_value(min(i, last));
 )";
 
 const char* const kPlacesWgsl =
@@ -1319,7 +1312,14 @@ const char* const kPairKeyOutSlotWgsl = R"(    let p = local + s * WG;
     if (p < valid) { keys_out[targets[s]] = key; }
 )";
 
-const char* const kValueStageSlotWgsl = R"(    atomicStore(&ranked[places[j]], values[j]);
+// The pairs load each value again from the input just before staging it, rather than hold it in
+// a register through the ranking: measured on an H100 in session 37 (2^28 pairs, five passes of
+// 256 x 16), the scatter went from 12.04 to 11.60 ms and the sort from 14.46 to 14.02 ms; the
+// tile was read moments before, so the load is likely an L2 hit. The u64 keys' direct rounds,
+// keep theirs in registers (kWideStagedValueSlotWgsl): reloading them through load_pair's branch
+// on the round's source took their 8 rounds from 56.7 to 63.4 ms.
+const char* const kValueStageSlotWgsl =
+    R"(    atomicStore(&ranked[places[j]], load_value(min(run + j * sg + lane, last)));
 )";
 
 const char* const kPairValueOutSlotWgsl = R"(    let p = local + s * WG;
@@ -1685,33 +1685,29 @@ struct Params { n: u32, tiles: u32, shift: u32, count_length: u32, count_blocks:
 )";
 
 // A round's route: bits 0-1 name its source (0 the input, 1 scratch, 2 sorted), bits 2-3 its
-// destination (1 scratch, 2 sorted); route 0 is a skipped round. Each access branches on the
-// route, uniform over the whole dispatch. The bindings: the input in keys64 and values_in,
-// sorted in sorted64 and values_out, scratch in keys_out, key i at i and value i in half i % 2
-// of n + i / 2 (the table's eight storage bindings, as for direct_rounds 0). The round's digit
-// is in the key's low word for the first 32 / BITS rounds, then in its high word.
+// destination (1 scratch, 2 sorted); route 0 is a skipped round. The bindings: the input in
+// keys64 and values_in, sorted in sorted64 and values_out, scratch in keys_out, key i at i and
+// value i in half i % 2 of n + i / 2 (the table's eight storage bindings, as for direct_rounds
+// 0); each place has its accessors, named after it. load_pair branches on the route, uniform over
+// the whole dispatch, in each access (digit_count, the look-back's fallback); the scatter's tile
+// branches once (by_round_source, by_round_destination). The round's digit is in the key's low
+// word for the first 32 / BITS rounds, then in its high word.
 const char* const kWideRoutesWgsl = R"(
+fn pair_from_input(i: u32) -> vec2u { return keys64[i]; }
+fn pair_from_scratch(i: u32) -> vec2u { return keys_out[i]; }
+fn pair_from_sorted(i: u32) -> vec2u { return sorted64[i]; }
+fn value_from_input(i: u32) -> u32 { return values_in[i]; }
+fn value_from_scratch(i: u32) -> u32 { return keys_out[params.n + i / 2u][i & 1u]; }
+fn value_from_sorted(i: u32) -> u32 { return values_out[i]; }
+fn pair_to_scratch(place: u32, pair: vec2u) { keys_out[place] = pair; }
+fn pair_to_sorted(place: u32, pair: vec2u) { sorted64[place] = pair; }
+fn value_to_scratch(place: u32, value: u32) { keys_out[params.n + place / 2u][place & 1u] = value; }
+fn value_to_sorted(place: u32, value: u32) { values_out[place] = value; }
 fn load_pair(i: u32) -> vec2u {
   let source = round_route() & 3u;
-  if (source == 0u) { return keys64[i]; }
-  if (source == 1u) { return keys_out[i]; }
-  return sorted64[i];
-}
-fn load_value(i: u32) -> u32 {
-  let source = round_route() & 3u;
-  if (source == 0u) { return values_in[i]; }
-  if (source == 1u) { return keys_out[params.n + i / 2u][i & 1u]; }
-  return values_out[i];
-}
-fn store_pair(place: u32, pair: vec2u) {
-  if ((round_route() >> 2u) == 1u) { keys_out[place] = pair; } else { sorted64[place] = pair; }
-}
-fn store_value(place: u32, value: u32) {
-  if ((round_route() >> 2u) == 1u) {
-    keys_out[params.n + place / 2u][place & 1u] = value;
-  } else {
-    values_out[place] = value;
-  }
+  if (source == 0u) { return pair_from_input(i); }
+  if (source == 1u) { return pair_from_scratch(i); }
+  return pair_from_sorted(i);
 }
 fn high_round() -> bool { return params.round >= 32u / BITS; }
 fn digit_word(pair: vec2u) -> u32 { return select(pair.x, pair.y, high_round()); }
@@ -1853,20 +1849,23 @@ const char* const kWideSweepTileWgsl =
   }
 )";
 
-const char* const kWideOthersWgsl = R"(  var others = array<u32, KPI>();  // each key's other word
+const char* const kWideOthersWgsl = R"(  var values = array<u32, KPI>();
+  var others = array<u32, KPI>();  // each key's other word
 )";
 
+// The slots below that access the round's source or destination name it ROUTE, which
+// by_round_source and by_round_destination replace by each place's name.
 const char* const kWideLoadSlotWgsl = R"(    let i = run + j * sg + lane;
-    let pair = load_pair(min(i, last));
+    let pair = pair_from_ROUTE(min(i, last));
     keys[j] = select(0xffffffffu, digit_word(pair), i < params.n);
     others[j] = other_word(pair);
-    values[j] = load_value(min(i, last));
+    values[j] = value_from_ROUTE(min(i, last));
 )";
 
 // The tile's three columns take turns in `ranked` (kStageSlotWgsl stages the digit words): each
 // invocation reads the digit words of its staged keys and their output places, then the other
 // words take the digit words' places and leave joined with them, then the values take their
-// places and leave, as the 32-bit pairs' values do (kValueStageSlotWgsl, kPairValueOutSlotWgsl).
+// places and leave, as the 32-bit pairs' values do (kPairValueOutSlotWgsl).
 // A workgroup holds a tile's words once: measured on an H100 in session 37 against an array of
 // their own for the other words and values (see docs/performance.md).
 const char* const kWideScatterTailWgsl = R"(  for (var d = local; d < DIGITS; d += WG) {
@@ -1886,9 +1885,42 @@ const char* const kWideTargetSlotWgsl = R"(    let p = local + s * WG;
 const char* const kWideStageOtherSlotWgsl = R"(    atomicStore(&ranked[places[j]], others[j]);
 )";
 
-const char* const kWidePairOutSlotWgsl = R"(    let p = local + s * WG;
-    if (p < valid) { store_pair(targets[s], join_words(words[s], atomicLoad(&ranked[p]))); }
+const char* const kWideStagedValueSlotWgsl = R"(    atomicStore(&ranked[places[j]], values[j]);
 )";
+
+const char* const kWidePairOutSlotWgsl = R"(    let p = local + s * WG;
+    if (p < valid) { pair_to_ROUTE(targets[s], join_words(words[s], atomicLoad(&ranked[p]))); }
+)";
+
+const char* const kWideValueOutSlotWgsl = R"(    let p = local + s * WG;
+    if (p < valid) { value_to_ROUTE(targets[s], atomicLoad(&ranked[p])); }
+)";
+
+// `slot` with its place ROUTE named `route`.
+std::string slot_at_route(std::string slot, const std::string& route) {
+  for (std::size_t at = slot.find("ROUTE"); at != std::string::npos; at = slot.find("ROUTE", at)) {
+    slot.replace(at, 5, route);
+  }
+  return slot;
+}
+
+// The direct rounds' scatter branches on its round's route once per tile, around all the key
+// slots' accesses, instead of in each access: measured on an H100 in session 37 (2^28 u64 pairs,
+// one sweep of 256 x 16, docs/performance.md), the tile's loads alone took the eight rounds'
+// scatter from 56.67 to 31.78 ms. The route is uniform over the dispatch.
+std::string by_round_source(std::uint32_t kpi, const char* slot) {
+  return "  let round_source = round_route() & 3u;\n  if (round_source == 0u) {\n" +
+         indented(unrolled_loop("j", kpi, slot_at_route(slot, "input")), 1) +
+         "  } else if (round_source == 1u) {\n" +
+         indented(unrolled_loop("j", kpi, slot_at_route(slot, "scratch")), 1) + "  } else {\n" +
+         indented(unrolled_loop("j", kpi, slot_at_route(slot, "sorted")), 1) + "  }\n";
+}
+
+std::string by_round_destination(std::uint32_t kpi, const char* slot) {
+  return "  if ((round_route() >> 2u) == 1u) {\n" +
+         indented(unrolled_loop("s", kpi, slot_at_route(slot, "scratch")), 1) + "  } else {\n" +
+         indented(unrolled_loop("s", kpi, slot_at_route(slot, "sorted")), 1) + "  }\n";
+}
 
 std::string digit_count_wgsl(const Schedule& schedule) {
   if (packed_count(schedule)) {
@@ -1916,16 +1948,16 @@ std::string RadixSort::direct_wgsl(const Schedule& schedule) const {
          kSubgroupRankingWgsl + (sweep ? kSubgroupSweepStartWgsl : "") + kSubgroupScatterHeadWgsl +
          (sweep ? kWideSweepTileWgsl : kTileByIdWgsl) + kSubgroupCountersWgsl +
          (sweep ? "" : kCountedTileStartWgsl) + kSubgroupLoadsWgsl + kWideOthersWgsl +
-         unrolled_loop("j", kpi, kWideLoadSlotWgsl) + (sweep ? kSubgroupSweepStartCallWgsl : "") +
+         by_round_source(kpi, kWideLoadSlotWgsl) + (sweep ? kSubgroupSweepStartCallWgsl : "") +
          kPlacesWgsl + unrolled_loop("j", kpi, kRankSlotWgsl) + kSubgroupScanWgsl +
          (sweep ? kSubgroupPublishWgsl : "") + kDigitScanWgsl +
          unrolled_loop("j", kpi, kPlaceSlotWgsl) + kBarrierWgsl +
          unrolled_loop("j", kpi, kStageSlotWgsl) + (sweep ? kSubgroupLookBackWgsl : "") +
          kWideScatterTailWgsl + unrolled_loop("s", kpi, kWideTargetSlotWgsl) + kBarrierWgsl +
          unrolled_loop("j", kpi, kWideStageOtherSlotWgsl) + kBarrierWgsl +
-         unrolled_loop("s", kpi, kWidePairOutSlotWgsl) + kBarrierWgsl +
-         unrolled_loop("j", kpi, kValueStageSlotWgsl) + kBarrierWgsl +
-         unrolled_loop("s", kpi, kPairValueOutSlotWgsl) + "}\n";
+         by_round_destination(kpi, kWidePairOutSlotWgsl) + kBarrierWgsl +
+         unrolled_loop("j", kpi, kWideStagedValueSlotWgsl) + kBarrierWgsl +
+         by_round_destination(kpi, kWideValueOutSlotWgsl) + "}\n";
 }
 
 std::string RadixSort::one_sweep_wgsl(const Schedule& schedule) const {

@@ -278,9 +278,10 @@ TEST_P(RadixSortPathsTest, SubgroupScatterIndexesItsKeySlotsByConstants) {
 }
 
 // The u64 keys' direct rounds stage the digit words, the other words and the values in turn in
-// `ranked`, by constant slots too, without a workgroup array of their own.
+// `ranked`, by constant slots too, without a workgroup array of their own, and branch on their
+// round's route once around each step's slots.
 TEST(RadixSortDirectRoundsTest, StageEveryColumnInRankedByConstantSlots) {
-  const KernelDefinition& kernel = *kernels::find_kernel("radix_sort_pairs_u64").value();
+  const kernels::KernelDefinition& kernel = *kernels::find_kernel("radix_sort_pairs_u64").value();
   for (const char* sweep : {"0", "1"}) {
     const Schedule schedule = kernels::parse_schedule_overrides(
                                   kernel, std::string("direct_rounds=1,use_subgroups=1,"
@@ -299,11 +300,17 @@ TEST(RadixSortDirectRoundsTest, StageEveryColumnInRankedByConstantSlots) {
       return copies;
     };
     for (const char* slot : {"const j = 0u;", "const j = 7u;"}) {
-      EXPECT_EQ(copies_of(slot), 6u) << slot << " (load, rank, place, stage, others, values)";
+      EXPECT_EQ(copies_of(slot), 8u)
+          << slot << " (load from each of 3 sources, rank, place, stage, others, values)";
     }
     for (const char* slot : {"const s = 0u;", "const s = 7u;"}) {
-      EXPECT_EQ(copies_of(slot), 3u) << slot << " (targets, pairs out, values out)";
+      EXPECT_EQ(copies_of(slot), 5u)
+          << slot << " (targets, pairs and values out to each of 2 destinations)";
     }
+    // The tile's accesses branch once on the round's route, not in each slot.
+    EXPECT_EQ(copies_of("load_pair("), 0u);
+    EXPECT_EQ(copies_of("pair_from_scratch(min(i, last))"), 8u);
+    EXPECT_EQ(copies_of("value_to_sorted(targets[s]"), 8u);
     EXPECT_EQ(copies_of("atomicStore(&ranked[places[j]], "), 24u) << "three columns, 8 slots";
     EXPECT_EQ(wgsl.find("ranked_values"), std::string::npos);
   }
