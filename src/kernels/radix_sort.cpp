@@ -250,7 +250,9 @@ class RadixSort final : public KernelDefinition {
   // the keys and the values to their places in two passes (finish_keys, finish_values).
   // Revision 7 for u64 keys: the direct rounds stage the other words and the values in `ranked`
   // too, in turn after the digit words, without `ranked_values`.
-  std::uint32_t revision() const override { return wide_keys_ ? 7 : 9; }
+  // Revision 10 (8 for u64 keys): the pairs' subgroup scatter loads each value just before
+  // staging it; the u64 keys' direct rounds branch on their round's route once per tile.
+  std::uint32_t revision() const override { return wide_keys_ ? 8 : 10; }
   std::string_view summary() const override {
     if (wide_keys_)
       return "stable ascending sort of u64 keys (low, high u32 words) carrying u32 values";
