@@ -12,7 +12,9 @@ takes 3 ms:
            in each load_pair and load_value of each key slot
   both     late and hoisted
 
-The output is the same (certify it).
+The output is the same (certify it). It applies to the WGSL of radix sort revision 9 (u64
+revision 7): revision 10 (u64 revision 8) generates `late` for the 32-bit pairs and the u64 direct
+rounds' loads and stores branching once per tile.
 
 usage: scatter_late_loads.py late|hoisted|both < generated.wgsl > edited.wgsl
 """

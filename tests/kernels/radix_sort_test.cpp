@@ -275,6 +275,8 @@ TEST_P(RadixSortPathsTest, SubgroupScatterIndexesItsKeySlotsByConstants) {
   EXPECT_EQ(scatter.find("const j = 8u;"), std::string::npos);
   EXPECT_EQ(scatter.find("const s = 8u;"), std::string::npos);
   EXPECT_EQ(scatter.find("ranked_values"), std::string::npos);
+  // The pairs load each value just before staging it, not into a register array at the start.
+  EXPECT_EQ(scatter.find("values[j]"), std::string::npos);
 }
 
 // The u64 keys' direct rounds stage the digit words, the other words and the values in turn in
