@@ -1317,7 +1317,7 @@ const char* const kPairKeyOutSlotWgsl = R"(    let p = local + s * WG;
 // The pairs load each value again from the input just before staging it, rather than hold it in
 // a register through the ranking: measured on an H100 in session 37 (2^28 pairs, five passes of
 // 256 x 16), the scatter went from 12.04 to 11.60 ms and the sort from 14.46 to 14.02 ms; the
-// tile was read moments before, so the load is likely an L2 hit. The u64 keys' direct rounds,
+// tile was read moments before, so the load is likely an L2 hit. The u64 keys' direct rounds
 // keep theirs in registers (kWideStagedValueSlotWgsl): reloading them through load_pair's branch
 // on the round's source took their 8 rounds from 56.7 to 63.4 ms.
 const char* const kValueStageSlotWgsl =
@@ -1869,14 +1869,11 @@ const char* const kWideLoadSlotWgsl = R"(    let i = run + j * sg + lane;
 // words take the digit words' places and leave joined with them, then the values take their
 // places and leave, as the 32-bit pairs' values do (kPairValueOutSlotWgsl).
 // A workgroup holds a tile's words once: measured on an H100 in session 37 against an array of
-// their own for the other words and values (see docs/performance.md).
-const char* const kWideScatterTailWgsl = R"(  for (var d = local; d < DIGITS; d += WG) {
-    digit_base[d] = tile_start[d] - digit_base[d];
-  }
-  workgroupBarrier();
-  let valid = min(WG * KPI, params.n - tile * (WG * KPI));
-  var targets = array<u32, KPI>();  // the output place of the staged key local + s WG
-  var words = array<u32, KPI>();    // its digit word
+// their own for the other words and values (see docs/performance.md). The tail starts as the
+// 32-bit pairs' does (kSubgroupTileOutputWgsl, kPairKeysOutWgsl), keeping each staged key's digit
+// word too.
+const char* const kWideDigitWordsWgsl =
+    R"(  var words = array<u32, KPI>();  // the digit word of the staged key local + s WG
 )";
 
 const char* const kWideTargetSlotWgsl = R"(    let p = local + s * WG;
@@ -1955,7 +1952,8 @@ std::string RadixSort::direct_wgsl(const Schedule& schedule) const {
          (sweep ? kSubgroupPublishWgsl : "") + kDigitScanWgsl +
          unrolled_loop("j", kpi, kPlaceSlotWgsl) + kBarrierWgsl +
          unrolled_loop("j", kpi, kStageSlotWgsl) + (sweep ? kSubgroupLookBackWgsl : "") +
-         kWideScatterTailWgsl + unrolled_loop("s", kpi, kWideTargetSlotWgsl) + kBarrierWgsl +
+         kSubgroupTileOutputWgsl + kPairKeysOutWgsl + kWideDigitWordsWgsl +
+         unrolled_loop("s", kpi, kWideTargetSlotWgsl) + kBarrierWgsl +
          unrolled_loop("j", kpi, kWideStageOtherSlotWgsl) + kBarrierWgsl +
          by_round_destination(kpi, kWidePairOutSlotWgsl) + kBarrierWgsl +
          unrolled_loop("j", kpi, kWideStagedValueSlotWgsl) + kBarrierWgsl +

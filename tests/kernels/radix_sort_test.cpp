@@ -246,6 +246,16 @@ TEST_P(RadixSortPathsTest, DirectRoundsMatchTheOracle) {
             "words and values in their ranked order, which the subgroup ranking computes.");
 }
 
+// How many times `needle` stands in `text`.
+std::size_t occurrences(const std::string& text, const std::string& needle) {
+  std::size_t count = 0;
+  for (std::size_t at = text.find(needle); at != std::string::npos;
+       at = text.find(needle, at + 1)) {
+    ++count;
+  }
+  return count;
+}
+
 // The subgroup scatter's key-slot loops are unrolled so that their array indices are constants,
 // which Dawn does not clamp (a sixth of radix sort's time on the H200 when they were loops).
 TEST_P(RadixSortPathsTest, SubgroupScatterIndexesItsKeySlotsByConstants) {
@@ -258,14 +268,7 @@ TEST_P(RadixSortPathsTest, SubgroupScatterIndexesItsKeySlotsByConstants) {
   EXPECT_EQ(scatter.find("j < KPI"), std::string::npos) << scatter;
   // The pairs stage their values in a slot loop of its own, and leave by output slots s.
   const bool pairs = kernel_.id() != "radix_sort_u32";
-  const auto copies_of = [&](const char* slot) {
-    std::size_t copies = 0;
-    for (std::size_t at = scatter.find(slot); at != std::string::npos;
-         at = scatter.find(slot, at + 1)) {
-      ++copies;
-    }
-    return copies;
-  };
+  const auto copies_of = [&](const char* text) { return occurrences(scatter, text); };
   for (const char* slot : {"const j = 0u;", "const j = 7u;"}) {
     EXPECT_EQ(copies_of(slot), pairs ? 5u : 4u) << slot << " (load, rank, place, stage, values)";
   }
@@ -293,14 +296,7 @@ TEST(RadixSortDirectRoundsTest, StageEveryColumnInRankedByConstantSlots) {
                                   .value();
     const std::string wgsl = kernel.generate_wgsl(schedule);
     const std::string scatter = wgsl.substr(wgsl.find("fn scatter("));
-    const auto copies_of = [&](const std::string& text) {
-      std::size_t copies = 0;
-      for (std::size_t at = scatter.find(text); at != std::string::npos;
-           at = scatter.find(text, at + 1)) {
-        ++copies;
-      }
-      return copies;
-    };
+    const auto copies_of = [&](const char* text) { return occurrences(scatter, text); };
     for (const char* slot : {"const j = 0u;", "const j = 7u;"}) {
       EXPECT_EQ(copies_of(slot), 8u)
           << slot << " (load from each of 3 sources, rank, place, stage, others, values)";
