@@ -30,7 +30,7 @@
 #                                            line of each failure in certify-failures.txt
 # Outputs begin with the build's commit (build/release/BUILD_COMMIT, written by prepare.sh).
 # WGSL_FORGE_SIZES: the size buckets `tune` and `all` tune (tune --sizes: main, all, or labels
-# such as 2^20,2^28; default main).
+# such as 2^20,2^28; default main), with the buckets of issue 26's targets (kernel_sizes).
 # WGSL_FORGE_OPTIONS: global options given to every wgsl-forge command, for example
 # --no-bounds-checks (kernels tuned and benched without Dawn's bounds clamps, cached apart).
 set -euo pipefail
@@ -42,6 +42,16 @@ mkdir -p "$out"
 forge="build/release/src/wgsl-forge --cache build/gpu-cache ${WGSL_FORGE_OPTIONS:-}"
 build="build $(cat build/release/BUILD_COMMIT 2>/dev/null || echo unknown)"
 sizes="${WGSL_FORGE_SIZES:-main}"
+# The size buckets tuned for KERNEL: $sizes, and where issue 26 sets targets away from a kernel's
+# main bucket (segments of 32 and of 1024 values, group-by at 2^20 groups) those buckets too, so
+# that bench's rows there time tuned schedules.
+kernel_sizes() {
+  case "$1" in
+    segmented_reduce_sum_f32) echo "$sizes,2^28x32,2^28x1024" ;;
+    group_by_sum_f32) echo "$sizes,2^28g2^20" ;;
+    *) echo "$sizes" ;;
+  esac
+}
 tune_all() {
   local budget="${1:-8}" limit="${2:-0}" start=$SECONDS kernel
   for kernel in $(build/release/src/wgsl-forge kernels --json | python3 -c \
@@ -50,7 +60,7 @@ tune_all() {
       echo "not tuned (time limit): $kernel"
       continue
     fi
-    $forge tune "$kernel" --budget "$budget" --sizes "$sizes" 2>&1 | tail -n +3
+    $forge tune "$kernel" --budget "$budget" --sizes "$(kernel_sizes "$kernel")" 2>&1 | tail -n +3
   done 2>&1 | tee "$out/tune.txt"
 }
 tune_some() {
