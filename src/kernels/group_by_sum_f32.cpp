@@ -39,24 +39,24 @@
 //
 // With local_slots > 0 each workgroup first aggregates its rows in a table of that many slots in
 // workgroup memory (the histogram's workgroup-private path: with a few thousand groups most rows
-// never touch global memory). A local slot is three words, key, count and the sum's low word, so
-// that 4096 slots fit 48 KiB; a carry out of a local low word is added to the key's global high
-// word at once. A row searches at most params.local_probes slots there: every slot when
-// max_groups <= local_slots / 2 (each key then finds room in every workgroup, so no row goes to
-// the contended global slots of few groups, and the table's load stays at most 1/2; only with
-// more keys than max_groups, the error, does a row search all local_slots slots in vain), else
-// LOCAL_PROBES (so that with many groups a row whose key finds no room wastes few steps; a
-// whole-table search at load 1, 4096 groups in 4096 slots, ran at 2.2 G rows/s on the H200,
-// searches of hundreds of slots with a warp waiting for its longest); a row whose key finds no
-// room goes to the global table at once. At the end the workgroup adds each occupied local slot to
-// the global table, starting at a slot drawn from its workgroup index so that workgroups that
-// finish together add to different global slots. The key 0xffffffff has no local slot (it is the
-// empty key there too): its rows add up in registers and then in the workgroup, and reach the
-// global table once per workgroup. With local_slots 0 every row goes to the global table.
-// probe_window W > 1 searches the workgroup table W consecutive slots at a time (their key words
-// loaded together) instead of slot by slot. interleave_rows 1 searches, adds and carries an
-// invocation's ROWS rows of a tile together, in the workgroup table or (local_slots 0) the global
-// one, so that their loads and atomics are in flight at once.
+// never touch global memory). A local slot is three words, key, counts and the sum's low word, so
+// that 4096 slots fit 48 KiB; the carries out of a local low word are counted beside the slot's
+// rows, and added to the key's global high word every 256 and at the end. A row searches at most
+// params.local_probes slots there: every slot when max_groups <= local_slots / 2 (each key then
+// finds room in every workgroup, so no row goes to the contended global slots of few groups, and
+// the table's load stays at most 1/2; only with more keys than max_groups, the error, does a row
+// search all local_slots slots in vain), else LOCAL_PROBES (so that with many groups a row whose
+// key finds no room wastes few steps; a whole-table search at load 1, 4096 groups in 4096 slots,
+// ran at 2.2 G rows/s on the H200, searches of hundreds of slots with a warp waiting for its
+// longest); a row whose key finds no room goes to the global table at once. At the end the
+// workgroup adds each occupied local slot to the global table, starting at a slot drawn from its
+// workgroup index so that workgroups that finish together add to different global slots. The key
+// 0xffffffff has no local slot (it is the empty key there too): its rows add up in registers and
+// then in the workgroup, and reach the global table once per workgroup. With local_slots 0 every
+// row goes to the global table. probe_window W > 1 searches the workgroup table W consecutive slots
+// at a time (their key words loaded together) instead of slot by slot. interleave_rows 1 searches,
+// adds and carries an invocation's ROWS rows of a tile together, in the workgroup table or
+// (local_slots 0) the global one, so that their loads and atomics are in flight at once.
 //
 // With key_partitions P > 1 the aggregate pass runs P times, pass p adding only the rows whose
 // key's hash (its top 16 bits scaled to [0, P)) is p, so that each workgroup table holds about
@@ -109,6 +109,9 @@ constexpr std::uint32_t kLocalProbes = 8;
 // (key, count, sum low).
 constexpr std::uint64_t kGlobalSlotWords = 4;
 constexpr std::uint64_t kLocalSlotWords = 3;
+// Rows a workgroup table's slot counts, exclusive: the low 24 bits of its counts word (the
+// carries out of its low word take the top 8).
+constexpr std::uint64_t kLocalRowsLimit = std::uint64_t{1} << 24;
 // The groups of the tuning problem, and of the bucket with many groups (size_buckets).
 constexpr std::uint64_t kTuningGroups = 4096;
 constexpr std::uint64_t kGpuManyGroups = std::uint64_t{1} << 20;
@@ -531,20 +534,47 @@ const char* const kGlobalRowsTogetherWgsl = R"(
 }
 )";
 
-// The workgroup's own table: LOCAL_SLOTS slots of three words, key, count and the sum's low word.
+// The workgroup's own table: LOCAL_SLOTS slots of three words, key, counts and the sum's low
+// word. The counts word holds the slot's rows in its low 24 bits and the carries out of its low
+// word in the top 8 (a workgroup adds fewer than 2^24 rows: plan() checks); a carry that wraps
+// those 8 bits adds 256 carries to the key's global high word at once. Revision 6 added every
+// carry there at once, searching the global table for the key first (global_slot: loads from L2
+// that the whole subgroup waits for) in about one row of 200, and the aggregate pass took about
+// 3 ms at 2^28 rows on an H100 whatever the table's load (session 38, docs/performance.md);
+// revision 7 is not yet timed on a GPU.
 const char* const kLocalTableWgsl = R"(
 var<workgroup> local_table: array<atomic<u32>, 3u * LOCAL_SLOTS>;
 fn local_key_word(slot: u32) -> u32 { return 3u * slot; }
-fn local_count_word(slot: u32) -> u32 { return 3u * slot + 1u; }
+fn local_counts_word(slot: u32) -> u32 { return 3u * slot + 1u; }
 fn local_low_word(slot: u32) -> u32 { return 3u * slot + 2u; }
+const CARRY_SHIFT: u32 = 24u;
+const CARRY_WRAP: u32 = 256u;  // carries that the counts word holds, exclusive
+fn local_rows(counts: u32) -> u32 { return counts & ((1u << CARRY_SHIFT) - 1u); }
+fn local_carries(counts: u32) -> u32 { return counts >> CARRY_SHIFT; }
+
+// Counts a row added to a workgroup slot, `carried` when its add carried out of the slot's low
+// word. Only then does the row wait for the counts word's old value (a row in about 200).
+fn count_local_row(slot: u32, key: u32, carried: bool) {
+  if (!carried) {
+    atomicAdd(&local_table[local_counts_word(slot)], 1u);
+    return;
+  }
+  let old = atomicAdd(&local_table[local_counts_word(slot)], 1u + (1u << CARRY_SHIFT));
+  if (local_carries(old) == CARRY_WRAP - 1u) { add_global_carries(key, CARRY_WRAP); }
+}
+
+// Adds a row's integer to its key's workgroup slot.
+fn add_to_local_slot(slot: u32, key: u32, sum: u32) {
+  let old = atomicAdd(&local_table[local_low_word(slot)], sum);
+  count_local_row(slot, key, old + sum < old);
+}
 )";
 
 // A row's search in the workgroup table slot by slot (probe_window 1).
 const char* const kLocalSearchBySlotWgsl = R"(
 
 // Adds a row's integer to the workgroup's table; false when its key finds no room there within
-// params.local_probes slots. The key is not the empty key. The count's add comes first: nothing
-// waits for its result.
+// params.local_probes slots. The key is not the empty key.
 fn add_local(key: u32, sum: u32) -> bool {
   let mask = LOCAL_SLOTS - 1u;
   var slot = hash(key) & mask;
@@ -555,9 +585,7 @@ fn add_local(key: u32, sum: u32) -> bool {
       found = select(claimed.old_value, key, claimed.exchanged);
     }
     if (found == key) {
-      atomicAdd(&local_table[local_count_word(slot)], 1u);
-      let old = atomicAdd(&local_table[local_low_word(slot)], sum);
-      if (old + sum < old) { add_global_carries(key, 1u); }
+      add_to_local_slot(slot, key, sum);
       return true;
     }
     if (found != EMPTY) { slot = (slot + step) & mask; }
@@ -596,10 +624,7 @@ fn add_local(key: u32, sum: u32) -> bool {
       if (claimed.exchanged || claimed.old_value == key) { match_at = empty_at; }
     }
     if (match_at != PROBE_WINDOW) {
-      let slot = (first + match_at) & mask;
-      atomicAdd(&local_table[local_count_word(slot)], 1u);
-      let old = atomicAdd(&local_table[local_low_word(slot)], sum);
-      if (old + sum < old) { add_global_carries(key, 1u); }
+      add_to_local_slot((first + match_at) & mask, key, sum);
       return true;
     }
     if (empty_at == PROBE_WINDOW) { first = (first + PROBE_WINDOW) & mask; }
@@ -616,7 +641,7 @@ fn aggregate(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) group
              @builtin(local_invocation_index) local: u32) {
   for (var slot = local; slot < LOCAL_SLOTS; slot += WG) {
     atomicStore(&local_table[local_key_word(slot)], EMPTY);
-    atomicStore(&local_table[local_count_word(slot)], 0u);
+    atomicStore(&local_table[local_counts_word(slot)], 0u);
     atomicStore(&local_table[local_low_word(slot)], 0u);
   }
   workgroupBarrier();
@@ -667,10 +692,10 @@ const char* const kAddRowsOneAtATimeWgsl = R"(
 
 // The tile's rows of an invocation added together (interleave_rows 1): the searches take a step
 // of every row still searching per iteration, the steps' key loads issued before any is
-// compared; then every found row's two adds, and only then their carries. So a row's loads and
-// atomics are in flight with the others' rather than after them (a compiler keeps the order of
-// atomics, and a search step's exchange is one). Rows whose key finds no room within
-// params.local_probes steps go to the global table.
+// compared; then every found row's add to its low word, and only then their counts and carries.
+// So a row's loads and atomics are in flight with the others' rather than after them (a compiler
+// keeps the order of atomics, and a search step's exchange is one). Rows whose key finds no room
+// within params.local_probes steps go to the global table.
 const char* const kAddRowsTogetherWgsl = R"(
     var slots = array<u32, ROWS>();
     var sums = array<u32, ROWS>();
@@ -721,14 +746,11 @@ const char* const kAddRowsTogetherWgsl = R"(
     }
     var olds = array<u32, ROWS>();
     for (var r = 0u; r < ROWS; r++) {
-      if (found_slot[r]) {
-        atomicAdd(&local_table[local_count_word(slots[r])], 1u);
-        olds[r] = atomicAdd(&local_table[local_low_word(slots[r])], sums[r]);
-      }
+      if (found_slot[r]) { olds[r] = atomicAdd(&local_table[local_low_word(slots[r])], sums[r]); }
     }
     for (var r = 0u; r < ROWS; r++) {
       if (found_slot[r]) {
-        if (olds[r] + sums[r] < olds[r]) { add_global_carries(row_keys[r], 1u); }
+        count_local_row(slots[r], row_keys[r], olds[r] + sums[r] < olds[r]);
       } else if (searching[r]) {
         add_global(row_keys[r], 1u, sums[r]);
       }
@@ -741,10 +763,11 @@ const char* const kLocalAggregateEndWgsl = R"(
   let first_slot = hash(workgroup);
   for (var i = local; i < LOCAL_SLOTS; i += WG) {
     let slot = (first_slot + i) & (LOCAL_SLOTS - 1u);
-    let count = atomicLoad(&local_table[local_count_word(slot)]);
-    if (count != 0u) {
-      add_global(atomicLoad(&local_table[local_key_word(slot)]), count,
-                 atomicLoad(&local_table[local_low_word(slot)]));
+    let counts = atomicLoad(&local_table[local_counts_word(slot)]);
+    if (counts != 0u) {
+      let key = atomicLoad(&local_table[local_key_word(slot)]);
+      add_global(key, local_rows(counts), atomicLoad(&local_table[local_low_word(slot)]));
+      if (local_carries(counts) != 0u) { add_global_carries(key, local_carries(counts)); }
     }
   }
   // The empty key's partial sums, added up in the table's first three words (read above).
@@ -837,7 +860,8 @@ double allowed_error(double exact, double magnitude, std::uint32_t finite, std::
 class GroupBySumF32 final : public KernelDefinition {
  public:
   std::string_view id() const override { return "group_by_sum_f32"; }
-  std::uint32_t revision() const override { return 6; }
+  // Revision 7: a workgroup slot counts the carries out of its low word beside its rows.
+  std::uint32_t revision() const override { return 7; }
   std::string_view summary() const override {
     return "distinct u32 keys with the f32 sum and count of their rows";
   }
@@ -967,10 +991,22 @@ class GroupBySumF32 final : public KernelDefinition {
                                                  ").");
     }
     const std::uint64_t wg = knob(schedule, kWorkgroupSize);
+    const std::uint64_t local_slots = knob(schedule, kLocalSlots);
+    const std::uint64_t tiles = ceil_div(n, tile_rows(schedule));
+    const std::uint64_t rows_per_workgroup =
+        ceil_div(tiles, std::max<std::uint64_t>(1, aggregate_workgroups(schedule, n))) *
+        tile_rows(schedule);
+    // (Unreachable while a buffer holds at most 4 GiB: 2^30 keys over 256 workgroups are 2^22.)
+    if (local_slots != 0 && rows_per_workgroup >= kLocalRowsLimit) {
+      return Error(ErrorKind::kInvalidInput,
+                   "Problem size " + std::to_string(n) + " gives each aggregate workgroup up to " +
+                       std::to_string(rows_per_workgroup) +
+                       " rows, more than a workgroup table's slot counts (2^24 - 1): raise "
+                       "persistent_workgroups or set it to 0.");
+    }
     const std::map<std::uint32_t, std::string> buffers = {
         {1, "keys"},       {2, "values"},       {3, "table"}, {4, "group_keys"},
         {5, "group_sums"}, {6, "group_counts"}, {7, "groups"}};
-    const std::uint64_t local_slots = knob(schedule, kLocalSlots);
     const std::uint64_t partitions = knob(schedule, kKeyPartitions);
     // Each part's keys searched in the whole table while they fill at most half of it, counting
     // max_groups / partitions keys to a part (the hash spreads distinct keys evenly; a part

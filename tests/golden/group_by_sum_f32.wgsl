@@ -267,13 +267,33 @@ fn in_this_key_part(key: u32) -> bool {
 
 var<workgroup> local_table: array<atomic<u32>, 3u * LOCAL_SLOTS>;
 fn local_key_word(slot: u32) -> u32 { return 3u * slot; }
-fn local_count_word(slot: u32) -> u32 { return 3u * slot + 1u; }
+fn local_counts_word(slot: u32) -> u32 { return 3u * slot + 1u; }
 fn local_low_word(slot: u32) -> u32 { return 3u * slot + 2u; }
+const CARRY_SHIFT: u32 = 24u;
+const CARRY_WRAP: u32 = 256u;  // carries that the counts word holds, exclusive
+fn local_rows(counts: u32) -> u32 { return counts & ((1u << CARRY_SHIFT) - 1u); }
+fn local_carries(counts: u32) -> u32 { return counts >> CARRY_SHIFT; }
+
+// Counts a row added to a workgroup slot, `carried` when its add carried out of the slot's low
+// word. Only then does the row wait for the counts word's old value (a row in about 200).
+fn count_local_row(slot: u32, key: u32, carried: bool) {
+  if (!carried) {
+    atomicAdd(&local_table[local_counts_word(slot)], 1u);
+    return;
+  }
+  let old = atomicAdd(&local_table[local_counts_word(slot)], 1u + (1u << CARRY_SHIFT));
+  if (local_carries(old) == CARRY_WRAP - 1u) { add_global_carries(key, CARRY_WRAP); }
+}
+
+// Adds a row's integer to its key's workgroup slot.
+fn add_to_local_slot(slot: u32, key: u32, sum: u32) {
+  let old = atomicAdd(&local_table[local_low_word(slot)], sum);
+  count_local_row(slot, key, old + sum < old);
+}
 
 
 // Adds a row's integer to the workgroup's table; false when its key finds no room there within
-// params.local_probes slots. The key is not the empty key. The count's add comes first: nothing
-// waits for its result.
+// params.local_probes slots. The key is not the empty key.
 fn add_local(key: u32, sum: u32) -> bool {
   let mask = LOCAL_SLOTS - 1u;
   var slot = hash(key) & mask;
@@ -284,9 +304,7 @@ fn add_local(key: u32, sum: u32) -> bool {
       found = select(claimed.old_value, key, claimed.exchanged);
     }
     if (found == key) {
-      atomicAdd(&local_table[local_count_word(slot)], 1u);
-      let old = atomicAdd(&local_table[local_low_word(slot)], sum);
-      if (old + sum < old) { add_global_carries(key, 1u); }
+      add_to_local_slot(slot, key, sum);
       return true;
     }
     if (found != EMPTY) { slot = (slot + step) & mask; }
@@ -299,7 +317,7 @@ fn aggregate(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) group
              @builtin(local_invocation_index) local: u32) {
   for (var slot = local; slot < LOCAL_SLOTS; slot += WG) {
     atomicStore(&local_table[local_key_word(slot)], EMPTY);
-    atomicStore(&local_table[local_count_word(slot)], 0u);
+    atomicStore(&local_table[local_counts_word(slot)], 0u);
     atomicStore(&local_table[local_low_word(slot)], 0u);
   }
   workgroupBarrier();
@@ -349,10 +367,11 @@ fn aggregate(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) group
   let first_slot = hash(workgroup);
   for (var i = local; i < LOCAL_SLOTS; i += WG) {
     let slot = (first_slot + i) & (LOCAL_SLOTS - 1u);
-    let count = atomicLoad(&local_table[local_count_word(slot)]);
-    if (count != 0u) {
-      add_global(atomicLoad(&local_table[local_key_word(slot)]), count,
-                 atomicLoad(&local_table[local_low_word(slot)]));
+    let counts = atomicLoad(&local_table[local_counts_word(slot)]);
+    if (counts != 0u) {
+      let key = atomicLoad(&local_table[local_key_word(slot)]);
+      add_global(key, local_rows(counts), atomicLoad(&local_table[local_low_word(slot)]));
+      if (local_carries(counts) != 0u) { add_global_carries(key, local_carries(counts)); }
     }
   }
   // The empty key's partial sums, added up in the table's first three words (read above).

@@ -99,11 +99,12 @@ class GroupBySumTest : public testing::SeededTest {
     return words;
   }
   // n rows: a third with `pool[0]`, a third with `pool[1]`, the rest drawn from all of `pool`;
-  // values uniform in [-1000, 1000].
-  kernels::CaseInputs draw_inputs(std::size_t n, const std::vector<std::uint32_t>& pool) {
+  // values uniform in [lowest, highest].
+  kernels::CaseInputs draw_inputs(std::size_t n, const std::vector<std::uint32_t>& pool,
+                                  float lowest = -1000.0f, float highest = 1000.0f) {
     std::vector<std::uint32_t> keys(n);
     std::vector<float> values(n);
-    std::uniform_real_distribution<float> uniform(-1000.0f, 1000.0f);
+    std::uniform_real_distribution<float> uniform(lowest, highest);
     for (std::size_t i = 0; i < n; ++i) {
       const std::uint64_t third = random_() % 3;
       keys[i] = third < 2 ? pool[third] : pool[random_() % pool.size()];
@@ -167,6 +168,25 @@ TEST_F(GroupBySumTest, TheEmptyKeysRegisterSumsCarry) {
   expect_exact_sums(
       "workgroup_size=64,rows_per_invocation=16,local_slots=1024,persistent_workgroups=256",
       inputs);
+}
+
+// A workgroup slot counts the carries out of its low word in the top 8 bits of its counts word
+// and adds 256 of them to the global high word when those bits wrap. With 256 persistent
+// workgroups over 3 * 2^22 rows, 8 in 9 of them with one key and values in [500, 1000] (integers
+// of 1.5 to 2 times 2^24 after the bias: a carry every 146 rows or so), each workgroup's slot of
+// that key carries about 330 times, so every workgroup wraps once, by each way of adding a row.
+TEST_F(GroupBySumTest, AWorkgroupSlotsCarriesWrapIntoTheGlobalHighWord) {
+  const std::uint32_t key = static_cast<std::uint32_t>(random_()) & 0x7fffffffu;
+  const std::vector<std::uint32_t> pool = {key, key, key ^ 1u};
+  const kernels::CaseInputs inputs = draw_inputs(std::size_t{3} << 22, pool, 500.0f, 1000.0f);
+  for (const char* overrides :
+       {"workgroup_size=64,rows_per_invocation=16,local_slots=1024,persistent_workgroups=256",
+        "workgroup_size=64,rows_per_invocation=16,local_slots=1024,persistent_workgroups=256,"
+        "probe_window=4",
+        "workgroup_size=64,rows_per_invocation=16,local_slots=1024,persistent_workgroups=256,"
+        "interleave_rows=1"}) {
+    expect_exact_sums(overrides, inputs);
+  }
 }
 
 }  // namespace

@@ -603,6 +603,33 @@ TEST(KernelCatalogTest, ASegmentedCallTakesTheBucketNearestToItsSegmentLength) {
   EXPECT_EQ(kernel.size_buckets(true).front().label, "2^20x32");
 }
 
+// A workgroup table's slot counts its rows in 24 bits: a plan whose workgroups would each add
+// 2^24 rows or more is refused, naming the knob to raise.
+TEST(KernelCatalogTest, AGroupByPlanRefusesWorkgroupsOfTooManyRows) {
+  const kernels::KernelDefinition& kernel = *kernels::find_kernel("group_by_sum_f32").value();
+  const auto schedule = [&](const char* overrides) {
+    return kernels::parse_schedule_overrides(kernel, overrides).value();
+  };
+  kernels::Problem problem;
+  problem.elements = 0xffffffffu;
+  problem.max_groups = 4096;
+  const auto refused = kernel.plan(
+      schedule(
+          "workgroup_size=64,rows_per_invocation=1,local_slots=1024,persistent_workgroups=256"),
+      problem, large_adapter());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().to_string().find("16777216 rows"), std::string::npos)
+      << refused.error().to_string();
+  EXPECT_NE(refused.error().to_string().find("persistent_workgroups"), std::string::npos);
+  // One tile per workgroup, or no workgroup tables, count no rows there.
+  EXPECT_TRUE(
+      kernel.plan(schedule("local_slots=1024,persistent_workgroups=0"), problem, large_adapter())
+          .ok());
+  EXPECT_TRUE(
+      kernel.plan(schedule("local_slots=0,persistent_workgroups=256"), problem, large_adapter())
+          .ok());
+}
+
 // group_by_sum_f32's buckets differ in rows and in groups (max_groups, or n when not given):
 // a call takes the bucket nearest in both by ratio; other kernels' buckets ignore max_groups.
 TEST(KernelCatalogTest, AGroupByCallTakesTheBucketNearestInRowsAndGroups) {
