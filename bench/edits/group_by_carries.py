@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Edits of group_by_sum_f32's generated WGSL (revision 6, with workgroup tables) that locate the
-aggregate pass's time, session 38: `group_by_carries.py MODE IN OUT`.
+"""Edits of group_by_sum_f32's generated WGSL of revision 6 (with workgroup tables, for example
+group_by_sum_f32_rev6_1024x4_2048slots.wgsl here, or `generate` of a build before 5630e23) that
+locate the aggregate pass's time, session 38: `group_by_carries.py MODE IN OUT`.
 
 - no_carry: the local low word's atomicAdd without its returned value and without the carry,
   so that no row leaves the workgroup (wrong sums: timing only);
@@ -10,7 +11,8 @@ aggregate pass's time, session 38: `group_by_carries.py MODE IN OUT`.
   which first searches the global table for the key (global_slot: loads from L2 that the whole
   subgroup waits for, about one row in 200); the count word's add follows the low word's, and
   only a carry that wraps the 8 bits (every 256 carries of a key in a workgroup) goes global.
-  The flush adds the slot's carries with its count and low word.
+  The flush adds the slot's carries with its count and low word. Revision 7 (commit 5630e23)
+  builds this in, but waits for the count word's old value only after a carry.
 """
 import sys
 
