@@ -5,7 +5,7 @@
 # scripts/gpu-machine/performance.sh looks.
 #   s38.sh perf ARGS...       performance.sh ARGS (issue 25's scripted run: `all 3` tunes every
 #                             kernel at budget 3 on build/gpu-cache, then the forge's bench,
-#                             PyTorch and CUB in one table), output in $OUT
+#                             PyTorch and CUB in one table), output in $OUT/perf.tgz
 #   s38.sh requests FILE      each line of FILE on build/gpu-cache (a wgsl-forge argument list,
 #                             or after '! ' a shell command), output in $OUT/requests-bench.txt
 set -uo pipefail
@@ -22,9 +22,13 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.g
 s=$SECONDS
 case "$1" in
   perf)
+    # performance.sh writes a dozen files; the device tool returns only a few, so they come back
+    # as one tarball (call 1 lost its table, tuning log and PyTorch JSON without it).
     shift
-    bash scripts/gpu-machine/performance.sh "$@"
-    echo "performance.sh $* rc=$? wall $((SECONDS - s)) s" ;;
+    mkdir -p build/gpu-machine/perf
+    OUT=build/gpu-machine/perf bash scripts/gpu-machine/performance.sh "$@"
+    echo "performance.sh $* rc=$? wall $((SECONDS - s)) s" | tee -a build/gpu-machine/perf/walls.txt
+    tar czf "$out/perf.tgz" -C build/gpu-machine perf ;;
   requests)
     source scripts/gpu-machine/vulkan-env.sh
     F="build/release/src/wgsl-forge --cache build/gpu-cache"
