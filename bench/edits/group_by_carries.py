@@ -9,7 +9,7 @@ locate the aggregate pass's time, session 38: `group_by_carries.py MODE IN OUT`.
 - packed: correct; a carry out of a local low word is counted in the top 8 bits of the slot's
   count word (rows in the low 24) instead of being added at once to the key's global high word,
   which first searches the global table for the key (global_slot: loads from L2 that the whole
-  subgroup waits for, about one row in 200); the count word's add follows the low word's, and
+  subgroup waits for, about one row in 256); the count word's add follows the low word's, and
   only a carry that wraps the 8 bits (every 256 carries of a key in a workgroup) goes global.
   The flush adds the slot's carries with its count and low word. Revision 7 (commit 5630e23)
   builds this in, but waits for the count word's old value only after a carry.

@@ -539,7 +539,7 @@ const char* const kGlobalRowsTogetherWgsl = R"(
 // word in the top 8 (a workgroup adds fewer than 2^24 rows: plan() checks); a carry that wraps
 // those 8 bits adds 256 carries to the key's global high word at once. Revision 6 added every
 // carry there at once, searching the global table for the key first (global_slot: loads from L2
-// that the whole subgroup waits for) in about one row of 200, and the aggregate pass took about
+// that the whole subgroup waits for) in about one row of 256, and the aggregate pass took about
 // 3 ms at 2^28 rows on an H100 whatever the table's load (session 38, docs/performance.md);
 // revision 7 is not yet timed on a GPU.
 const char* const kLocalTableWgsl = R"(
@@ -553,7 +553,7 @@ fn local_rows(counts: u32) -> u32 { return counts & ((1u << CARRY_SHIFT) - 1u); 
 fn local_carries(counts: u32) -> u32 { return counts >> CARRY_SHIFT; }
 
 // Counts a row added to a workgroup slot, `carried` when its add carried out of the slot's low
-// word. Only then does the row wait for the counts word's old value (a row in about 200).
+// word. Only then does the row wait for the counts word's old value (a row in about 256).
 fn count_local_row(slot: u32, key: u32, carried: bool) {
   if (!carried) {
     atomicAdd(&local_table[local_counts_word(slot)], 1u);
