@@ -275,7 +275,7 @@ fn local_rows(counts: u32) -> u32 { return counts & ((1u << CARRY_SHIFT) - 1u); 
 fn local_carries(counts: u32) -> u32 { return counts >> CARRY_SHIFT; }
 
 // Counts a row added to a workgroup slot, `carried` when its add carried out of the slot's low
-// word. Only then does the row wait for the counts word's old value (a row in about 200).
+// word. Only then does the row wait for the counts word's old value (a row in about 256).
 fn count_local_row(slot: u32, key: u32, carried: bool) {
   if (!carried) {
     atomicAdd(&local_table[local_counts_word(slot)], 1u);
