@@ -106,7 +106,7 @@ constexpr std::uint32_t kEmptyKey = 0xffffffffu;
 // be more groups than the table has slots.
 constexpr std::uint32_t kLocalProbes = 8;
 // Words of a slot of the global table (key, count, sum low, sum high) and of a workgroup's table
-// (key, count, sum low).
+// (key, counts: rows and carries, sum low).
 constexpr std::uint64_t kGlobalSlotWords = 4;
 constexpr std::uint64_t kLocalSlotWords = 3;
 // Rows a workgroup table's slot counts, exclusive: the low 24 bits of its counts word (the
@@ -813,6 +813,14 @@ std::uint64_t aggregate_workgroups(const Schedule& schedule, std::uint64_t n) {
   return most == 0 ? tiles : std::min(tiles, most);
 }
 
+// The most rows one workgroup of the aggregate pass adds (its tiles are aggregate_workgroups
+// apart).
+std::uint64_t aggregate_workgroup_rows(const Schedule& schedule, std::uint64_t n) {
+  const std::uint64_t tiles = ceil_div(n, tile_rows(schedule));
+  return ceil_div(tiles, std::max<std::uint64_t>(1, aggregate_workgroups(schedule, n))) *
+         tile_rows(schedule);
+}
+
 // `count` distinct keys, 0 and 0xffffffff (the empty slot's key) among them when count >= 2.
 std::vector<std::uint32_t> distinct_keys(std::size_t count, std::mt19937_64& random) {
   std::unordered_set<std::uint32_t> seen;
@@ -992,10 +1000,7 @@ class GroupBySumF32 final : public KernelDefinition {
     }
     const std::uint64_t wg = knob(schedule, kWorkgroupSize);
     const std::uint64_t local_slots = knob(schedule, kLocalSlots);
-    const std::uint64_t tiles = ceil_div(n, tile_rows(schedule));
-    const std::uint64_t rows_per_workgroup =
-        ceil_div(tiles, std::max<std::uint64_t>(1, aggregate_workgroups(schedule, n))) *
-        tile_rows(schedule);
+    const std::uint64_t rows_per_workgroup = aggregate_workgroup_rows(schedule, n);
     // (Unreachable while a buffer holds at most 4 GiB: 2^30 keys over 256 workgroups are 2^22.)
     if (local_slots != 0 && rows_per_workgroup >= kLocalRowsLimit) {
       return Error(ErrorKind::kInvalidInput,
