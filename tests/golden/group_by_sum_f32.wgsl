@@ -312,6 +312,17 @@ fn add_local(key: u32, sum: u32) -> bool {
   return false;
 }
 
+fn load_rows(tile: u32, local: u32, row_keys: ptr<function, array<u32, ROWS>>,
+             row_values: ptr<function, array<u32, ROWS>>) {
+  for (var r = 0u; r < ROWS; r++) {
+    let row = tile * TILE + r * WG + local;
+    if (row < params.n) {
+      (*row_keys)[r] = keys[row];
+      (*row_values)[r] = values[row];
+    }
+  }
+}
+
 @compute @workgroup_size(WG)
 fn aggregate(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups_grid: vec3u,
              @builtin(local_invocation_index) local: u32) {
@@ -331,18 +342,16 @@ fn aggregate(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) group
   let workgroup = linear_workgroup(group, groups_grid);
   let tiles = tile_count();
   let stride = groups_grid.x * groups_grid.y;
+  // Each tile's rows are loaded one iteration ahead: the next tile's loads are in flight while
+  // this tile's rows search and add in the workgroup table (loops of ROWS steps: unrolled, the
+  // arrays stay in registers).
+  var next_keys = array<u32, ROWS>();
+  var next_values = array<u32, ROWS>();
+  if (workgroup < tiles) { load_rows(workgroup, local, &next_keys, &next_values); }
   for (var tile = workgroup; tile < tiles; tile += stride) {
-    // The tile's rows are loaded before any is added, so that their loads are in flight together
-    // (loops of ROWS steps: unrolled, the arrays stay in registers).
-    var row_keys = array<u32, ROWS>();
-    var row_values = array<u32, ROWS>();
-    for (var r = 0u; r < ROWS; r++) {
-      let row = tile * TILE + r * WG + local;
-      if (row < params.n) {
-        row_keys[r] = keys[row];
-        row_values[r] = values[row];
-      }
-    }
+    let row_keys = next_keys;
+    let row_values = next_values;
+    if (tile + stride < tiles) { load_rows(tile + stride, local, &next_keys, &next_values); }
 
     for (var r = 0u; r < ROWS; r++) {
       if (tile * TILE + r * WG + local < params.n && in_this_key_part(row_keys[r])) {
