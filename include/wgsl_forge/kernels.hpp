@@ -277,6 +277,10 @@ class KernelDefinition {
   // the default, before its random sample, so that a small budget starts from them; they are
   // still measured and compared like any candidate. Default: none.
   virtual std::vector<std::string> starting_points() const;
+  // starting_points() in the order a tune at `problem` times them (a small budget times only the
+  // first few): for a kernel whose fastest path depends on the problem's shape. Default: as
+  // listed.
+  virtual std::vector<std::string> starting_points_for(const Problem& problem) const;
 
   Schedule default_schedule() const;
   // Every knob present with one of its legal values and no unknown knob: what a schedule must

@@ -194,12 +194,19 @@ std::vector<CandidateRecord> Tuner::journal_entries(const std::vector<Schedule>&
 Status Tuner::prepare() {
   std::optional<PhaseTimer> planning(&breakdown_.bookkeeping);
   const kernels::DeviceCapabilities capabilities = capabilities_of(device_.adapter());
+  if (options_.problem) {
+    problem_ = *options_.problem;
+  } else if (options_.bucket) {
+    problem_ = options_.bucket->problem;
+  } else {
+    problem_ = kernel_.tuning_problem(device_.adapter().identity.device_type == "Cpu");
+  }
   SearchPlan::Space space{kernel_.schedule_space(capabilities), kernel_.knobs(), {}};
   if (space.schedules.empty()) {
     return Error(ErrorKind::kInvalidInput,
                  "No schedule of " + std::string(kernel_.id()) + " fits this adapter's limits.");
   }
-  for (const std::string& overrides : kernel_.starting_points()) {
+  for (const std::string& overrides : kernel_.starting_points_for(problem_)) {
     // A starting point the catalog test parses; one that does not fit this adapter is skipped.
     if (Result<Schedule> schedule = kernels::parse_schedule_overrides(kernel_, overrides)) {
       space.starting_points.push_back(*std::move(schedule));
@@ -220,13 +227,6 @@ Status Tuner::prepare() {
                                        " is not in this adapter's schedule space."},
           false};
     }
-  }
-  if (options_.problem) {
-    problem_ = *options_.problem;
-  } else if (options_.bucket) {
-    problem_ = options_.bucket->problem;
-  } else {
-    problem_ = kernel_.tuning_problem(device_.adapter().identity.device_type == "Cpu");
   }
   WF_TRY(check_problem_fits(device_, kernel_, problem_));
   const std::vector<CandidateRecord> earlier = journal_entries(space.schedules);

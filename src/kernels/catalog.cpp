@@ -201,6 +201,9 @@ Status KernelDefinition::check_problem(const Problem& problem) const {
 }
 
 std::vector<std::string> KernelDefinition::starting_points() const { return {}; }
+std::vector<std::string> KernelDefinition::starting_points_for(const Problem&) const {
+  return starting_points();
+}
 
 bool KernelDefinition::deterministic() const { return true; }
 

@@ -657,6 +657,43 @@ TEST(TuneTest, TimesTheStartingPointsRightAfterTheDefault) {
   EXPECT_NE(tried[2], tried[1]);
 }
 
+// The starting points come in the order the kernel gives for the problem tuned at
+// (starting_points_for): affine here, whose order flips above 5000 elements.
+class ProblemOrderedAffine final : public testing::DelegatingKernel {
+ public:
+  ProblemOrderedAffine() : DelegatingKernel("affine_f32") {}
+  std::string_view id() const override { return "problem_ordered_affine"; }
+  std::uint32_t revision() const override { return 1; }
+  std::string_view summary() const override { return "affine_f32, starting points by size"; }
+  std::vector<std::string> starting_points() const override {
+    return {"workgroup_size=64", "workgroup_size=128"};
+  }
+  std::vector<std::string> starting_points_for(const kernels::Problem& problem) const override {
+    std::vector<std::string> points = starting_points();
+    if (problem.elements > 5000) std::reverse(points.begin(), points.end());
+    return points;
+  }
+};
+
+TEST(TuneTest, TimesTheStartingPointsInTheOrderForItsProblem) {
+  gpu::Device& device = testing::shared_device();
+  const ProblemOrderedAffine kernel;
+  for (const std::uint64_t elements : {4099u, 9001u}) {
+    forge::TuneOptions options = tune_options(2, elements);
+    std::vector<Schedule> tried;
+    options.progress = [&tried](const forge::TuneProgress& step) {
+      if (step.stage == "certifying") tried.push_back(*step.schedule);
+    };
+    Result<forge::TuneOutcome> outcome = forge::tune(device, kernel, options);
+    ASSERT_TRUE(outcome.ok()) << outcome.error().to_string();
+    ASSERT_EQ(tried.size(), 2u) << elements;
+    EXPECT_EQ(tried[0], kernel.default_schedule());
+    const std::string first = kernel.starting_points_for(options.problem.value()).front();
+    EXPECT_EQ(tried[1], kernels::parse_schedule_overrides(kernel, first).value())
+        << elements << " elements, seed " << options.seed;
+  }
+}
+
 // Sixteen tuners of one kernel started together into one cache (two databases starting on one
 // machine, many times over): one stores its result, the others find it or lose the race with a
 // collision error; nothing is half-written and `cache verify` is clean.
