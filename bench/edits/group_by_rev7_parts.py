@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Timing edits of group_by_sum_f32's generated WGSL of revision 7 (workgroup tables, for example
+"""Timing edits of group_by_sum_f32's generated WGSL of revision 7 or 8 (workgroup tables, for example
 group_by_sum_f32_rev7_1024x4_2048slots.wgsl here) that split its aggregate pass, session 39:
 `group_by_rev7_parts.py MODE IN OUT`.
 
