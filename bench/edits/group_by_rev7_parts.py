@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Timing edits of group_by_sum_f32's generated WGSL of revision 7 or 8 (workgroup tables, for example
-group_by_sum_f32_rev7_1024x4_2048slots.wgsl here) that split its aggregate pass, session 39:
-`group_by_rev7_parts.py MODE IN OUT`.
+"""Timing edits of group_by_sum_f32's generated WGSL of revision 7 or 8 (workgroup tables, for
+example group_by_sum_f32_rev7_1024x4_2048slots.wgsl here) that split its aggregate pass,
+session 39: `group_by_rev7_parts.py MODE IN OUT`.
 
 - no_add: rows are loaded, tested and converted but never added (wrong sums: timing only);
 - no_probe: a row adds to its key's home slot without searching the table (wrong sums);
