@@ -278,8 +278,8 @@ class KernelDefinition {
   // still measured and compared like any candidate. Default: none.
   virtual std::vector<std::string> starting_points() const;
   // starting_points() in the order a tune at `problem` times them (a small budget times only the
-  // first few): for a kernel whose fastest path depends on the problem's shape. Default: as
-  // listed.
+  // first few): for a kernel whose fastest path depends on the problem's shape. A permutation of
+  // starting_points() (the catalog test checks it at every size bucket). Default: as listed.
   virtual std::vector<std::string> starting_points_for(const Problem& problem) const;
 
   Schedule default_schedule() const;

@@ -201,6 +201,7 @@ Status Tuner::prepare() {
   } else {
     problem_ = kernel_.tuning_problem(device_.adapter().identity.device_type == "Cpu");
   }
+  WF_TRY(check_problem_fits(device_, kernel_, problem_));
   SearchPlan::Space space{kernel_.schedule_space(capabilities), kernel_.knobs(), {}};
   if (space.schedules.empty()) {
     return Error(ErrorKind::kInvalidInput,
@@ -228,7 +229,6 @@ Status Tuner::prepare() {
           false};
     }
   }
-  WF_TRY(check_problem_fits(device_, kernel_, problem_));
   const std::vector<CandidateRecord> earlier = journal_entries(space.schedules);
   plan_.emplace(std::move(space), options_.budget, incumbent, random_());
   if (incumbent_outside) plan_->add_untried_failure(*incumbent_outside);

@@ -389,16 +389,17 @@ class SegmentedReduceSumF32 final : public KernelDefinition {
     return buckets;
   }
 
-  // For the H200 (subgroups of 32), one per bucket's regime, in the order a small budget takes
-  // them (budget 3 tries the default and the first two): a subgroup of 4 vec4 a lane per segment
-  // of up to 509 values (3512 GB/s at segments of 256, session 27 call 2); teams of 4 lanes x 4
-  // vec4, 4 segments each (a short limit of 61: a segment of 32 at any alignment; 3405 GB/s at
-  // segments of 32, session 28 call 2); of 8 lanes x 2 vec4 (2777 there); a subgroup of 8 values a
-  // lane per segment of up to 256 (2946 GB/s at 256, session 26); a subgroup of 16 vec4 a lane per
-  // segment of up to 2045 (3911 GB/s at 1024, session 27); then teams of 8 lanes x 4 values (2477
-  // at 32), a subgroup per segment of up to 1024 values, and chunks of 2048 under a short limit of
-  // 1024 for longer ones. The vec4 points bound the grids of the passes that such layouts leave at
-  // once.
+  // For the H200 (subgroups of 32), one per bucket's regime, listed in the order a small budget
+  // takes them at segments of 32 (budget 3 tries the default and the first two;
+  // starting_points_for puts first, at each bucket, those whose teams take its segments): a
+  // subgroup of 4 vec4 a lane per segment of up to 509 values (3512 GB/s at segments of 256,
+  // session 27 call 2); teams of 4 lanes x 4 vec4, 4 segments each (a short limit of 61: a segment
+  // of 32 at any alignment; 3405 GB/s at segments of 32, session 28 call 2); of 8 lanes x 2 vec4
+  // (2777 there); a subgroup of 8 values a lane per segment of up to 256 (2946 GB/s at 256, session
+  // 26); a subgroup of 16 vec4 a lane per segment of up to 2045 (3911 GB/s at 1024, session 27);
+  // then teams of 8 lanes x 4 values (2477 at 32), a subgroup per segment of up to 1024 values, and
+  // chunks of 2048 under a short limit of 1024 for longer ones. The vec4 points bound the grids of
+  // the passes that such layouts leave at once.
   std::vector<std::string> starting_points() const override {
     return {
         "team_lanes=32,team_items=4,team_segments=2,use_subgroups=1,block_segments=256,"

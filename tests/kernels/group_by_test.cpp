@@ -153,7 +153,11 @@ TEST_F(GroupBySumTest, EveryScheduleGivesTheExactFixedPointSumsBitForBit) {
         "persistent_workgroups=256",
         "rows_per_invocation=4,interleave_rows=1,key_partitions=2",
         "local_slots=0,rows_per_invocation=4,interleave_rows=1",
-        "local_slots=0,rows_per_invocation=4,interleave_rows=1,key_partitions=4"}) {
+        "local_slots=0,rows_per_invocation=4,interleave_rows=1,key_partitions=4",
+        // Tiles of 64 rows over 256 workgroups: each loops over 2 to 4 tiles, the last partial
+        // (the rows of the next tile are loaded while a tile adds).
+        "workgroup_size=64,rows_per_invocation=1,persistent_workgroups=256",
+        "workgroup_size=64,rows_per_invocation=1,persistent_workgroups=256,interleave_rows=1"}) {
     expect_exact_sums(overrides, inputs);
   }
 }

@@ -118,6 +118,22 @@ TEST(KernelCatalogTest, StartingPointsAreLegalOnTheH200AndNotTheDefault) {
   EXPECT_EQ(kernels_with_points, 15u);
 }
 
+// A tune takes the starting points in the order the kernel gives for its problem: the same points
+// at every size bucket, reordered only.
+TEST(KernelCatalogTest, StartingPointsForABucketReorderTheStartingPoints) {
+  for (const KernelDefinition* kernel : kernels::builtin_kernels()) {
+    const std::vector<std::string> listed = kernel->starting_points();
+    for (const bool cpu : {false, true}) {
+      for (const kernels::SizeBucket& bucket : kernel->size_buckets(cpu)) {
+        const std::vector<std::string> ordered = kernel->starting_points_for(bucket.problem);
+        EXPECT_TRUE(
+            std::is_permutation(ordered.begin(), ordered.end(), listed.begin(), listed.end()))
+            << kernel->id() << " at " << bucket.label;
+      }
+    }
+  }
+}
+
 // The buffer interface is the one table a kernel declares: every schedule's plan sizes exactly its
 // buffers, with their roles, and every pass binds only buffers of the table.
 TEST(KernelCatalogTest, PlansUseExactlyTheBuffersOfTheInterfaceTable) {
