@@ -425,6 +425,21 @@ fn emit(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups_gri
 }
 )";
 
+// An invocation's ROWS rows of a tile, workgroup_size apart (so that a subgroup's loads are
+// consecutive); the rows past n keep what the arrays held.
+const char* const kLoadRowsWgsl = R"(
+fn load_rows(tile: u32, local: u32, row_keys: ptr<function, array<u32, ROWS>>,
+             row_values: ptr<function, array<u32, ROWS>>) {
+  for (var r = 0u; r < ROWS; r++) {
+    let row = tile * TILE + r * WG + local;
+    if (row < params.n) {
+      (*row_keys)[r] = keys[row];
+      (*row_values)[r] = values[row];
+    }
+  }
+}
+)";
+
 // The global aggregate pass, up to the adding of a tile's rows, which kGlobalRows*Wgsl do.
 const char* const kGlobalAggregateBeginWgsl = R"(
 @compute @workgroup_size(WG)
@@ -438,13 +453,7 @@ fn aggregate(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) group
     // (loops of ROWS steps: unrolled, the arrays stay in registers).
     var row_keys = array<u32, ROWS>();
     var row_values = array<u32, ROWS>();
-    for (var r = 0u; r < ROWS; r++) {
-      let row = tile * TILE + r * WG + local;
-      if (row < params.n) {
-        row_keys[r] = keys[row];
-        row_values[r] = values[row];
-      }
-    }
+    load_rows(tile, local, &row_keys, &row_values);
 )";
 
 // The tile's rows of an invocation added to the global table one after the other
@@ -639,17 +648,6 @@ fn add_local(key: u32, sum: u32) -> bool {
 // waited for with nothing else in flight, and the aggregate pass took 3.06 ms at 1024 groups on
 // an H100, 2.75 ms with them ahead (session 39; 4096 groups in two parts 6.02 and 5.32 ms).
 const char* const kLocalAggregateBeginWgsl = R"(
-fn load_rows(tile: u32, local: u32, row_keys: ptr<function, array<u32, ROWS>>,
-             row_values: ptr<function, array<u32, ROWS>>) {
-  for (var r = 0u; r < ROWS; r++) {
-    let row = tile * TILE + r * WG + local;
-    if (row < params.n) {
-      (*row_keys)[r] = keys[row];
-      (*row_values)[r] = values[row];
-    }
-  }
-}
-
 @compute @workgroup_size(WG)
 fn aggregate(@builtin(workgroup_id) group: vec3u, @builtin(num_workgroups) groups_grid: vec3u,
              @builtin(local_invocation_index) local: u32) {
@@ -970,17 +968,17 @@ class GroupBySumF32 final : public KernelDefinition {
                        constant_declarations(constants) + kTableWgsl;
     const bool interleave = knob(schedule, kInterleaveRows) != 0;
     if (local_slots == 0) {
-      return wgsl + kKeyPartBySlotWgsl + kGlobalAggregateBeginWgsl +
+      return wgsl + kKeyPartBySlotWgsl + kLoadRowsWgsl + kGlobalAggregateBeginWgsl +
              (interleave ? kGlobalRowsTogetherWgsl : kGlobalRowsOneAtATimeWgsl);
     }
     wgsl += kKeyPartByHashWgsl;
     // Rows added together search in their own loop, without add_local.
     if (interleave) {
-      return wgsl + kLocalTableWgsl + kLocalAggregateBeginWgsl + kAddRowsTogetherWgsl +
-             kLocalAggregateEndWgsl;
+      return wgsl + kLocalTableWgsl + kLoadRowsWgsl + kLocalAggregateBeginWgsl +
+             kAddRowsTogetherWgsl + kLocalAggregateEndWgsl;
     }
     return wgsl + kLocalTableWgsl +
-           (window == 1 ? kLocalSearchBySlotWgsl : kLocalSearchByWindowWgsl) +
+           (window == 1 ? kLocalSearchBySlotWgsl : kLocalSearchByWindowWgsl) + kLoadRowsWgsl +
            kLocalAggregateBeginWgsl + kAddRowsOneAtATimeWgsl + kLocalAggregateEndWgsl;
   }
 
