@@ -1,57 +1,101 @@
 #!/usr/bin/env python3
 """Edits of a generated radix sort scatter with subgroups (radix_sort_u32 or radix_sort_pairs_u32,
-five passes or one sweep; issue 25, session 40), to find whether staging the ranked tile in
-`ranked`, an array of atomic<u32> shared with the subgroups' digit counters, costs the scatter
-time: WGSL atomics are relaxed, but a driver may still compile an atomic load or store of
-workgroup memory into an atomic instruction rather than a plain one.
+five passes or one sweep; issue 25, session 40), to find what the scatter's workgroup memory and
+its accesses cost:
 
-  plain   the tile's keys (and values) are staged in `staged`, a plain array<u32, WG * KPI> of
-          its own, with plain loads and stores; `ranked` keeps the counters alone, sized as
-          generated (room for subgroups of 8: workgroup memory grows by WG * KPI words)
-  narrow  plain, and `ranked` sized for subgroups of 32 lanes only (WG / 32 * WORDS words), so
-          that workgroup memory grows by a quarter of the tile instead; correct only where every
-          subgroup has at least 32 lanes (an NVIDIA GPU: certify it there)
+  plain     the tile's keys (and values) are staged in `staged`, a plain array<u32, WG * KPI> of
+            its own, with plain loads and stores, instead of in `ranked`, the atomic array that
+            holds the subgroups' digit counters first (room for subgroups of 8 lanes): workgroup
+            memory grows by WG * KPI words
+  narrow    plain, and `ranked` sized for subgroups of 32 lanes only (WG / 32 * WORDS words), so
+            that workgroup memory grows by a quarter of the tile instead; correct only where every
+            subgroup has at least 32 lanes (an NVIDIA GPU: certify it there)
+  clear     (revision 11) the counters cleared at the scatter's start, all the room for subgroups
+            of 8 lanes, then a barrier, as revision 10 did: revision 10's scatter
+  regstart  (revision 11, five passes, DIGITS == WG) each digit's first output place for the tile
+            held in a register of invocation `digit` instead of the workgroup array tile_start
+            (DIGITS words less workgroup memory)
 
-The output is the same (certify it). It applies to the WGSL of radix sort revision 10.
+The output is the same (certify it). plain and narrow apply to revisions 10 and 11, clear and
+regstart to revision 11.
 
-usage: plain_staging.py plain|narrow < generated.wgsl > edited.wgsl
+usage: plain_staging.py plain|narrow|clear|regstart < generated.wgsl > edited.wgsl
 """
 import re
 import sys
+
+MODES = ("plain", "narrow", "clear", "regstart")
 
 
 def fail(why):
     sys.exit("edit: " + why)
 
 
-def main():
-    if len(sys.argv) != 2 or sys.argv[1] not in ("plain", "narrow"):
-        fail("usage: plain_staging.py plain|narrow < generated.wgsl > edited.wgsl")
-    wgsl = sys.stdin.read()
+def replace_once(wgsl, old, new):
+    if wgsl.count(old) != 1:
+        fail("expected one of: " + old.strip())
+    return wgsl.replace(old, new)
+
+
+def plain(wgsl):
     declaration = "var<workgroup> ranked: array<atomic<u32>, RANKED_WORDS>;\n"
-    if wgsl.count(declaration) != 1:
-        fail("no single declaration of `ranked`")
-    wgsl = wgsl.replace(
-        declaration,
+    wgsl = replace_once(
+        wgsl, declaration,
         declaration + "var<workgroup> staged: array<u32, WG * KPI>;  // the ranked tile\n")
-    stores = re.subn(r"atomicStore\(&ranked\[places\[j\]\], (.*)\);\n",
-                     r"staged[places[j]] = \1;\n", wgsl)
-    wgsl, store_count = stores
-    loads = re.subn(r"atomicLoad\(&ranked\[p\]\)", "staged[p]", wgsl)
-    wgsl, load_count = loads
+    wgsl, store_count = re.subn(r"atomicStore\(&ranked\[places\[j\]\], (.*)\);\n",
+                                r"staged[places[j]] = \1;\n", wgsl)
+    wgsl, load_count = re.subn(r"atomicLoad\(&ranked\[p\]\)", "staged[p]", wgsl)
     if store_count == 0 or load_count == 0:
         fail("found %d stagings and %d loads of the ranked tile" % (store_count, load_count))
     if "&ranked[places" in wgsl or "&ranked[p]" in wgsl:
         fail("an access to the ranked tile was left atomic")
-    if sys.argv[1] == "narrow":
-        sizes = 0
-        for name in ("COUNTER_WORDS", "RANKED_WORDS"):
-            wgsl, count = re.subn(r"const %s: u32 = \d+u;" % name,
-                                  "const %s: u32 = WG / 32u * WORDS;" % name, wgsl)
-            sizes += count
-        if sizes != 2:
-            fail("found %d of the two counter sizes" % sizes)
-    sys.stdout.write(wgsl)
+    return wgsl
+
+
+def narrow(wgsl):
+    wgsl = plain(wgsl)
+    wgsl, count = re.subn(r"const RANKED_WORDS: u32 = \d+u;",
+                          "const RANKED_WORDS: u32 = WG / 32u * WORDS;", wgsl)
+    if count != 1:
+        fail("no single RANKED_WORDS")
+    # Revision 10 clears COUNTER_WORDS at the start: as many as the narrowed array holds.
+    wgsl = re.sub(r"const COUNTER_WORDS: u32 = \d+u;", "const COUNTER_WORDS: u32 = RANKED_WORDS;",
+                  wgsl)
+    return wgsl
+
+
+def clear(wgsl):
+    if "COUNTER_WORDS" in wgsl:
+        fail("this WGSL clears its counters already (revision 10)")
+    head = "  let subgroup = local / sg;\n"
+    return replace_once(
+        wgsl, head, head + "  for (var w = local; w < WG / MIN_SUBGROUP * WORDS; w += WG) "
+        "{ atomicStore(&ranked[w], 0u); }\n  workgroupBarrier();\n")
+
+
+def regstart(wgsl):
+    if not re.search(r"const WG: u32 = (\d+)u;", wgsl) or re.search(
+            r"const WG: u32 = (\d+)u;", wgsl).group(1) != re.search(
+                r"const DIGITS: u32 = (\d+)u;", wgsl).group(1):
+        fail("regstart needs DIGITS == WG")
+    wgsl = replace_once(
+        wgsl, "var<workgroup> tile_start: array<u32, DIGITS>;  "
+        "// the tile's first output place per digit\n", "")
+    wgsl = replace_once(
+        wgsl, "  for (var d = local; d < DIGITS; d += WG) "
+        "{ tile_start[d] = counts[d * params.tiles + tile]; }\n",
+        "  let own_start = counts[min(local, DIGITS - 1u) * params.tiles + tile];  // DIGITS == WG\n")
+    return replace_once(
+        wgsl, "  for (var d = local; d < DIGITS; d += WG) {\n"
+        "    digit_base[d] = tile_start[d] - digit_base[d];\n  }\n",
+        "  digit_base[local] = own_start - digit_base[local];\n")
+
+
+def main():
+    if len(sys.argv) != 2 or sys.argv[1] not in MODES:
+        fail("usage: plain_staging.py %s < generated.wgsl > edited.wgsl" % "|".join(MODES))
+    edit = {"plain": plain, "narrow": narrow, "clear": clear, "regstart": regstart}[sys.argv[1]]
+    sys.stdout.write(edit(sys.stdin.read()))
 
 
 if __name__ == "__main__":
