@@ -73,10 +73,15 @@ def clear(wgsl):
         "{ atomicStore(&ranked[w], 0u); }\n  workgroupBarrier();\n")
 
 
+def constant(wgsl, name):
+    found = re.search(r"const %s: u32 = (\d+)u;" % name, wgsl)
+    if not found:
+        fail("no constant " + name)
+    return int(found.group(1))
+
+
 def regstart(wgsl):
-    if not re.search(r"const WG: u32 = (\d+)u;", wgsl) or re.search(
-            r"const WG: u32 = (\d+)u;", wgsl).group(1) != re.search(
-                r"const DIGITS: u32 = (\d+)u;", wgsl).group(1):
+    if constant(wgsl, "WG") != constant(wgsl, "DIGITS"):
         fail("regstart needs DIGITS == WG")
     wgsl = replace_once(
         wgsl, "var<workgroup> tile_start: array<u32, DIGITS>;  "
