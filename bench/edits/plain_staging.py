@@ -14,17 +14,19 @@ its accesses cost:
             of 8 lanes, then a barrier, as revision 10 did: revision 10's scatter
   regstart  (revision 11, five passes, DIGITS == WG) each digit's first output place for the tile
             held in a register of invocation `digit` instead of the workgroup array tile_start
-            (DIGITS words less workgroup memory)
+            (DIGITS words less workgroup memory); generated since revision 12
+  sweepstart (revision 12, one sweep) the same for the one sweep, whose invocation d < DIGITS
+            alone writes and reads tile_start[d]: a private scalar instead of the workgroup array
 
-The output is the same (certify it). plain and narrow apply to revisions 10 and 11, clear and
-regstart to revision 11.
+The output is the same (certify it). plain and narrow apply to revisions 10 to 12, clear to
+revisions 11 and 12, regstart to revision 11, sweepstart to revision 12.
 
-usage: plain_staging.py plain|narrow|clear|regstart < generated.wgsl > edited.wgsl
+usage: plain_staging.py plain|narrow|clear|regstart|sweepstart < generated.wgsl > edited.wgsl
 """
 import re
 import sys
 
-MODES = ("plain", "narrow", "clear", "regstart")
+MODES = ("plain", "narrow", "clear", "regstart", "sweepstart")
 
 
 def fail(why):
@@ -96,10 +98,27 @@ def regstart(wgsl):
         "  digit_base[local] = own_start - digit_base[local];\n")
 
 
+def sweepstart(wgsl):
+    wgsl = replace_once(
+        wgsl, "var<workgroup> tile_start: array<u32, DIGITS>;  "
+        "// the tile's first output place per digit\n",
+        "var<private> own_start: u32;  // invocation d < DIGITS: the tile's first place of digit d\n")
+    wgsl = replace_once(wgsl, "    tile_start[local] = start;\n", "    own_start = start;\n")
+    wgsl = replace_once(wgsl, "    tile_start[local] += prefix;\n", "    own_start += prefix;\n")
+    wgsl = replace_once(
+        wgsl, "  for (var d = local; d < DIGITS; d += WG) {\n"
+        "    digit_base[d] = tile_start[d] - digit_base[d];\n  }\n",
+        "  if (local < DIGITS) { digit_base[local] = own_start - digit_base[local]; }\n")
+    if "tile_start[" in re.sub(r"//.*", "", wgsl):
+        fail("an access to tile_start is left")
+    return wgsl
+
+
 def main():
     if len(sys.argv) != 2 or sys.argv[1] not in MODES:
         fail("usage: plain_staging.py %s < generated.wgsl > edited.wgsl" % "|".join(MODES))
-    edit = {"plain": plain, "narrow": narrow, "clear": clear, "regstart": regstart}[sys.argv[1]]
+    edit = {"plain": plain, "narrow": narrow, "clear": clear, "regstart": regstart,
+            "sweepstart": sweepstart}[sys.argv[1]]
     sys.stdout.write(edit(sys.stdin.read()))
 
 
