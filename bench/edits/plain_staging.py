@@ -17,16 +17,18 @@ its accesses cost:
             (DIGITS words less workgroup memory); generated since revision 12
   sweepstart (revision 12, one sweep) the same for the one sweep, whose invocation d < DIGITS
             alone writes and reads tile_start[d]: a private scalar instead of the workgroup array
+  tilestart (revision 12, five passes) the tile starts back in the workgroup array tile_start:
+            revision 11's scatter (for 1e4d00f's keys WGSL, byte for byte but the header)
 
 The output is the same (certify it). plain and narrow apply to revisions 10 to 12, clear to
-revisions 11 and 12, regstart to revision 11, sweepstart to revision 12.
+revisions 11 and 12, regstart to revision 11, sweepstart and tilestart to revision 12.
 
-usage: plain_staging.py plain|narrow|clear|regstart|sweepstart < generated.wgsl > edited.wgsl
+usage: plain_staging.py plain|narrow|clear|regstart|sweepstart|tilestart < generated.wgsl > edited.wgsl
 """
 import re
 import sys
 
-MODES = ("plain", "narrow", "clear", "regstart", "sweepstart")
+MODES = ("plain", "narrow", "clear", "regstart", "sweepstart", "tilestart")
 
 
 def fail(why):
@@ -114,11 +116,32 @@ def sweepstart(wgsl):
     return wgsl
 
 
+def tilestart(wgsl):
+    sums = ("var<workgroup> digit_group_sums: array<u32, WG / MIN_SUBGROUP>;  "
+            "// the digits' sums per subgroup\n")
+    wgsl = replace_once(
+        wgsl, sums,
+        sums + "var<workgroup> tile_start: array<u32, DIGITS>;  "
+        "// the tile's first output place per digit\n")
+    wgsl = replace_once(
+        wgsl, "  // The tile's output starts are read now, so that their latency passes during the "
+        "ranking.\n  var own_starts = array<u32, PER>();\n  for (var q = 0u; q < PER; q++) {\n"
+        "    own_starts[q] = counts[min(local * PER + q, DIGITS - 1u) * params.tiles + tile];\n  }\n",
+        "  // The tile's output bases are read now, so that their latency passes during the "
+        "ranking.\n  for (var d = local; d < DIGITS; d += WG) "
+        "{ tile_start[d] = counts[d * params.tiles + tile]; }\n")
+    return replace_once(
+        wgsl, "  for (var q = 0u; q < PER; q++) {\n    let d = local * PER + q;\n"
+        "    if (d < DIGITS) { digit_base[d] = own_starts[q] - digit_base[d]; }\n  }\n",
+        "  for (var d = local; d < DIGITS; d += WG) {\n"
+        "    digit_base[d] = tile_start[d] - digit_base[d];\n  }\n")
+
+
 def main():
     if len(sys.argv) != 2 or sys.argv[1] not in MODES:
         fail("usage: plain_staging.py %s < generated.wgsl > edited.wgsl" % "|".join(MODES))
     edit = {"plain": plain, "narrow": narrow, "clear": clear, "regstart": regstart,
-            "sweepstart": sweepstart}[sys.argv[1]]
+            "sweepstart": sweepstart, "tilestart": tilestart}[sys.argv[1]]
     sys.stdout.write(edit(sys.stdin.read()))
 
 
