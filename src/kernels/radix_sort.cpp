@@ -1194,8 +1194,8 @@ const char* const kSubgroupCountersWgsl = R"(  let subgroup = local / sg;
 
 // Invocation t holds the tile's output starts of the digits it owns in the scan over digits,
 // [t PER, t PER + PER), in registers (revision 12; revision 11 kept them in a workgroup array,
-// and five passes of 256 x 16 took 11.25 ms for 2^28 keys on an H100 against 10.87 with them in
-// registers, pairs 14.44 against 14.06: session 41).
+// and five passes of 256 x 16 took 11.25 ms for 2^28 keys on an H100 against 10.87 for an edit of
+// it that holds them in registers as this does, pairs 14.44 against 14.06: session 41).
 const char* const kCountedTileStartWgsl =
     R"(  // The tile's output starts are read now, so that their latency passes during the ranking.
   var own_starts = array<u32, PER>();
