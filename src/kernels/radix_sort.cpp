@@ -1425,6 +1425,7 @@ const COUNT_MASK: u32 = 0x3fffffffu;
 var<workgroup> stuck_tile: atomic<u32>;
 var<workgroup> stuck_counts: array<atomic<u32>, DIGITS>;
 var<workgroup> stuck_copy: u32;  // stuck_tile, for workgroupUniformLoad
+var<workgroup> tile_start: array<u32, DIGITS>;  // the tile's first output place per digit
 
 fn chain_word(round: u32, tile: u32, d: u32) -> u32 {
   return (round % 2u) * params.tiles * DIGITS + tile * DIGITS + d;
@@ -1534,8 +1535,6 @@ const char* const kSweepStartWgsl =
 // The subgroup ranking scans the round's totals by subgroups (digit_group_sums is free until the
 // scan over digits), after its keys' loads are issued.
 const char* const kSubgroupSweepStartWgsl = R"(
-var<workgroup> tile_start: array<u32, DIGITS>;  // the tile's first output place per digit
-
 fn scan_round_totals(local: u32, lane: u32, sg: u32) -> u32 {
   let total = round_total(local);
   let subgroup_total = subgroupAdd(total);
@@ -1561,10 +1560,6 @@ const char* const kInvocationLookBackWgsl =
   for (var d = 0u; d < DIGITS; d++) {
     next[d] = tile_start[d] + digit_prefix[d * WG + local] - mine[d];
   }
-)";
-
-const char* const kInvocationTileStartWgsl = R"(
-var<workgroup> tile_start: array<u32, DIGITS>;  // the tile's first output place per digit
 )";
 
 // The subgroup ranking publishes its counts as soon as the scan over subgroups has them in
@@ -1623,6 +1618,12 @@ std::vector<WgslConstant> subgroup_scatter_constants(const Schedule& schedule) {
            "digits per invocation in the scan over digits"}};
 }
 
+// The subgroup scatter's tile output up to its first store: the starts come from registers in
+// five passes, from tile_start in one sweep.
+std::string subgroup_tile_output_wgsl(bool sweep) {
+  return std::string(sweep ? kSweepTileBaseWgsl : kCountedTileBaseWgsl) + kSubgroupTileOutputWgsl;
+}
+
 // The pairs' output: keys, then values staged where the keys were.
 std::string pair_output_wgsl(std::uint32_t kpi) {
   return std::string(kPairKeysOutWgsl) + unrolled_loop("s", kpi, kPairKeyOutSlotWgsl) +
@@ -1644,8 +1645,7 @@ std::string RadixSort::subgroup_ranked_scatter_wgsl(const Schedule& schedule) co
          (sweep ? kSubgroupPublishWgsl : "") + kDigitScanWgsl +
          unrolled_loop("j", kpi, kPlaceSlotWgsl) + kBarrierWgsl +
          unrolled_loop("j", kpi, kStageSlotWgsl) + (sweep ? kSubgroupLookBackWgsl : "") +
-         (sweep ? kSweepTileBaseWgsl : kCountedTileBaseWgsl) + kSubgroupTileOutputWgsl +
-         (pairs_ ? pair_output_wgsl(kpi) : kSubgroupKeysOutWgsl);
+         subgroup_tile_output_wgsl(sweep) + (pairs_ ? pair_output_wgsl(kpi) : kSubgroupKeysOutWgsl);
 }
 
 std::string RadixSort::invocation_ranked_scatter_wgsl(const Schedule& schedule) const {
@@ -1653,9 +1653,8 @@ std::string RadixSort::invocation_ranked_scatter_wgsl(const Schedule& schedule) 
     return std::string(kInvocationScatterHeadWgsl) + kWorkgroupTileWgsl + kInvocationRankingWgsl +
            kCountedStartWgsl + kInvocationScatterTailWgsl;
   }
-  return std::string(kInvocationTileStartWgsl) + kInvocationScatterHeadWgsl + kTileByIdWgsl +
-         kSweepStartWgsl + kInvocationRankingWgsl + kInvocationLookBackWgsl +
-         kInvocationScatterTailWgsl;
+  return std::string(kInvocationScatterHeadWgsl) + kTileByIdWgsl + kSweepStartWgsl +
+         kInvocationRankingWgsl + kInvocationLookBackWgsl + kInvocationScatterTailWgsl;
 }
 
 // --- radix_sort_pairs_u64's own passes (see the file comment) --------------------------------
@@ -1973,9 +1972,9 @@ std::string RadixSort::direct_wgsl(const Schedule& schedule) const {
          (sweep ? kSubgroupPublishWgsl : "") + kDigitScanWgsl +
          unrolled_loop("j", kpi, kPlaceSlotWgsl) + kBarrierWgsl +
          unrolled_loop("j", kpi, kStageSlotWgsl) + (sweep ? kSubgroupLookBackWgsl : "") +
-         (sweep ? kSweepTileBaseWgsl : kCountedTileBaseWgsl) + kSubgroupTileOutputWgsl +
-         kPairKeysOutWgsl + kWideDigitWordsWgsl + unrolled_loop("s", kpi, kWideTargetSlotWgsl) +
-         kBarrierWgsl + unrolled_loop("j", kpi, kWideStageOtherSlotWgsl) + kBarrierWgsl +
+         subgroup_tile_output_wgsl(sweep) + kPairKeysOutWgsl + kWideDigitWordsWgsl +
+         unrolled_loop("s", kpi, kWideTargetSlotWgsl) + kBarrierWgsl +
+         unrolled_loop("j", kpi, kWideStageOtherSlotWgsl) + kBarrierWgsl +
          by_round_destination(kpi, kWidePairOutSlotWgsl) + kBarrierWgsl +
          unrolled_loop("j", kpi, kWideStagedValueSlotWgsl) + kBarrierWgsl +
          by_round_destination(kpi, kWideValueOutSlotWgsl) + "}\n";
