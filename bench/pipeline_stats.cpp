@@ -155,7 +155,7 @@ Gpu open_gpu(const std::string& filter, bool robust_access) {
   Gpu gpu;
   auto application = make<VkApplicationInfo>(VK_STRUCTURE_TYPE_APPLICATION_INFO);
   application.pApplicationName = "pipeline_stats";
-  application.apiVersion = VK_API_VERSION_1_2;
+  application.apiVersion = VK_API_VERSION_1_3;
   auto instance_info = make<VkInstanceCreateInfo>(VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO);
   instance_info.pApplicationInfo = &application;
   check(vkCreateInstance(&instance_info, nullptr, &gpu.instance), "vkCreateInstance");
@@ -168,12 +168,18 @@ Gpu open_gpu(const std::string& filter, bool robust_access) {
     VkPhysicalDeviceProperties properties;
     vkGetPhysicalDeviceProperties(physical, &properties);
     const std::string name = properties.deviceName;
-    if (name.find(filter) == std::string::npos || !has_extension(physical, extension)) continue;
+    // Vulkan 1.3 for shaderZeroInitializeWorkgroupMemory: Dawn's SPIR-V gives workgroup
+    // variables null initializers where the device has it.
+    if (name.find(filter) == std::string::npos || properties.apiVersion < VK_API_VERSION_1_3 ||
+        !has_extension(physical, extension)) {
+      continue;
+    }
     gpu.physical = physical;
     gpu.name = name;
     break;
   }
-  if (gpu.physical == VK_NULL_HANDLE) fail(2, "no device named *" + filter + "* has " + extension);
+  if (gpu.physical == VK_NULL_HANDLE)
+    fail(2, "no Vulkan 1.3 device named *" + filter + "* has " + extension);
 
   std::uint32_t families = 0;
   vkGetPhysicalDeviceQueueFamilyProperties(gpu.physical, &families, nullptr);
@@ -198,8 +204,11 @@ Gpu open_gpu(const std::string& filter, bool robust_access) {
   auto features12 =
       make<VkPhysicalDeviceVulkan12Features>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES);
   features12.pNext = &features11;
+  auto features13 =
+      make<VkPhysicalDeviceVulkan13Features>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES);
+  features13.pNext = &features12;
   auto supported = make<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
-  supported.pNext = &features12;
+  supported.pNext = &features13;
   vkGetPhysicalDeviceFeatures2(gpu.physical, &supported);  // enable what the device has
   executable_info.pipelineExecutableInfo = VK_TRUE;
   supported.features.robustBufferAccess &= robust_access ? VK_TRUE : VK_FALSE;
