@@ -8,6 +8,8 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 s=$SECONDS
 nvidia-smi --query-gpu=name,driver_version --format=csv > "$OUT/gpu.txt"
+# The Vulkan loader is not installed there: vulkan-env.sh unpacks the one carried in .gl.
+source scripts/gpu-machine/vulkan-env.sh
 {
   for robust in "" --no-robust-access; do
     echo "== pipeline_stats ${robust:-(robustBufferAccess on)}"
