@@ -50,6 +50,18 @@ void check(VkResult result, const char* what) {
     fail(2, std::string(what) + " failed: VkResult " + std::to_string(result));
 }
 
+// Vulkan's two-call enumeration: the count, then that many items of structure type `type`.
+template <class Item, class Query, class Info>
+std::vector<Item> query_all(Query query, VkDevice device, const Info* info, VkStructureType type,
+                            const char* what) {
+  std::uint32_t count = 0;
+  check(query(device, info, &count, nullptr), what);
+  std::vector<Item> items(count, make<Item>(type));
+  check(query(device, info, &count, items.data()), what);
+  items.resize(count);
+  return items;
+}
+
 std::vector<std::uint32_t> read_words(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
   if (!file) fail(1, path + ": cannot be read");
@@ -276,32 +288,23 @@ void report(const Gpu& gpu, const std::string& path) {
 
   auto pipeline_ref = make<VkPipelineInfoKHR>(VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR);
   pipeline_ref.pipeline = pipeline;
-  std::uint32_t executables = 0;
-  check(gpu.executables(gpu.device, &pipeline_ref, &executables, nullptr),
-        "vkGetPipelineExecutablePropertiesKHR");
-  std::vector<VkPipelineExecutablePropertiesKHR> properties(
-      executables, make<VkPipelineExecutablePropertiesKHR>(
-                       VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR));
-  check(gpu.executables(gpu.device, &pipeline_ref, &executables, properties.data()),
-        "vkGetPipelineExecutablePropertiesKHR");
-  for (std::uint32_t e = 0; e < executables; ++e) {
+  const auto properties = query_all<VkPipelineExecutablePropertiesKHR>(
+      gpu.executables, gpu.device, &pipeline_ref,
+      VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR, "vkGetPipelineExecutablePropertiesKHR");
+  for (std::uint32_t e = 0; e < properties.size(); ++e) {
     auto executable =
         make<VkPipelineExecutableInfoKHR>(VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR);
     executable.pipeline = pipeline;
     executable.executableIndex = e;
-    std::uint32_t count = 0;
-    check(gpu.statistics(gpu.device, &executable, &count, nullptr),
-          "vkGetPipelineExecutableStatisticsKHR");
-    std::vector<VkPipelineExecutableStatisticKHR> statistics(
-        count, make<VkPipelineExecutableStatisticKHR>(
-                   VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR));
-    check(gpu.statistics(gpu.device, &executable, &count, statistics.data()),
-          "vkGetPipelineExecutableStatisticsKHR");
+    const auto statistics = query_all<VkPipelineExecutableStatisticKHR>(
+        gpu.statistics, gpu.device, &executable,
+        VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR,
+        "vkGetPipelineExecutableStatisticsKHR");
     std::string line = "{\"file\": " + quoted(path) + ", \"device\": " + quoted(gpu.name) +
                        ", \"executable\": " + quoted(properties[e].name) +
                        ", \"subgroup_size\": " + std::to_string(properties[e].subgroupSize) +
                        ", \"statistics\": {";
-    for (std::uint32_t s = 0; s < count; ++s) {
+    for (std::uint32_t s = 0; s < statistics.size(); ++s) {
       line += (s ? ", " : "") + quoted(statistics[s].name) + ": " + value_text(statistics[s]);
     }
     std::printf("%s}}\n", line.c_str());
